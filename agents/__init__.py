@@ -1,0 +1,1 @@
+"""Ready AWorld agent builders."""

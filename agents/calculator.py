@@ -1,0 +1,64 @@
+"""The calculator agent: an AWorld Agent with one MCP server, the calculator."""
+
+from __future__ import annotations
+
+import json
+
+URL_VARIABLE = "CALCULATOR_MCP_URL"
+DEFAULT_URL = "http://127.0.0.1:8765/mcp"
+
+SYSTEM_PROMPT = (
+    "You are a careful calculator assistant. Call the calculate tool with the expression, "
+    "then answer with the number."
+)
+
+
+def _example(question: str, expression: str, answer: str, call_id: str) -> list[dict]:
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "calculate", "arguments": json.dumps({"expression": expression})},
+    }
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": answer, "tool_call_id": call_id},
+        {"role": "assistant", "content": f"The answer is {answer}."},
+    ]
+
+
+# Two worked examples as real chat turns: a 135M model copies the call format from
+# them far more often than from a description of the format.
+FEW_SHOT = _example("What is 12 * 7?", "12 * 7", "84", "example_1") + _example(
+    "What is (5 + 9) - 3?", "(5 + 9) - 3", "11", "example_2"
+)
+
+
+def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
+    """The agent's MCP config. The URL stays an env reference until a worker runs it."""
+    return {
+        "mcpServers": {
+            "calculator": {
+                "type": "streamable-http",
+                "url": url or "${" + URL_VARIABLE + ":-" + DEFAULT_URL + "}",
+                "timeout": timeout_s,
+                "sse_read_timeout": timeout_s,
+                "client_session_timeout_seconds": timeout_s,
+            }
+        }
+    }
+
+
+def build_agent(url: str | None = None, provider: str = "aworld_train"):
+    from aworld_train.aworld_runtime import Agent, AgentConfig
+
+    agent = Agent(
+        name="calculator_agent",
+        desc="Answers arithmetic questions with the calculator tool",
+        system_prompt=SYSTEM_PROMPT,
+        mcp_config=mcp_config(url),
+        mcp_servers=["calculator"],
+        conf=AgentConfig(llm_provider=provider),
+    )
+    agent.few_shot = FEW_SHOT  # read by aworld-train's agent spec
+    return agent

@@ -1,0 +1,146 @@
+"""Calculator MCP server: safe arithmetic by AST, never `eval`.
+
+Allowed: numbers, + - * / // % **, parentheses, unary + and -. Exponents and
+result sizes are bounded. Names, calls, attributes and everything else are
+rejected with a tool error. `last_result` returns the previous result of the
+calling episode (keyed by the X-Episode-Id header the trainer injects), which
+makes cross-talk between episodes visible in tests.
+
+Run: `aworld-train env up calculator [--port N] [--transport http|stdio]`.
+"""
+# No `from __future__ import annotations` here: FastMCP must see the real Context type.
+
+import ast
+import math
+import operator
+from collections import OrderedDict
+
+from mcp.server.fastmcp import Context, FastMCP
+
+from aworld_train.agent_spec import EPISODE_HEADER
+
+MAX_EXPONENT = 1000
+MAX_ABS = 10**100
+MAX_EXPRESSION_CHARS = 500
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+class CalculatorError(ValueError):
+    pass
+
+
+def _check(value: float | int) -> float | int:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CalculatorError("result is not a finite number")
+    if abs(value) > MAX_ABS:
+        raise CalculatorError("result is too large")
+    return value
+
+
+def _eval(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return _check(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise CalculatorError(f"exponent {right} is larger than {MAX_EXPONENT}")
+        if isinstance(node.op, ast.Pow) and abs(left) > 1 and abs(right) * math.log10(abs(left)) > 100:
+            raise CalculatorError("result is too large")
+        try:
+            return _check(_BINARY[type(node.op)](left, right))
+        except ZeroDivisionError:
+            raise CalculatorError("division by zero") from None
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _check(_UNARY[type(node.op)](_eval(node.operand)))
+    kind = type(node).__name__
+    if isinstance(node, ast.Name):
+        raise CalculatorError(f"names are not allowed ({node.id!r})")
+    if isinstance(node, ast.Call):
+        raise CalculatorError("function calls are not allowed")
+    if isinstance(node, ast.Attribute):
+        raise CalculatorError("attributes are not allowed")
+    raise CalculatorError(f"{kind} is not allowed; use numbers, + - * / // % ** and parentheses")
+
+
+def format_number(value: float | int) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(round(value, 10))
+    return str(value)
+
+
+def evaluate(expression: str) -> str:
+    """The value of an arithmetic expression as text; CalculatorError on anything else."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise CalculatorError("expression is empty")
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise CalculatorError(f"expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
+    except SyntaxError:
+        raise CalculatorError(f"cannot parse {expression!r}") from None
+    return format_number(_eval(tree))
+
+
+class _EpisodeMemory:
+    """Last result per episode id, bounded so a long-running server does not grow."""
+
+    def __init__(self, capacity: int = 10000) -> None:
+        self._data: OrderedDict[str, str] = OrderedDict()
+        self._capacity = capacity
+
+    def put(self, episode: str, value: str) -> None:
+        self._data[episode] = value
+        self._data.move_to_end(episode)
+        while len(self._data) > self._capacity:
+            self._data.popitem(last=False)
+
+    def get(self, episode: str) -> str | None:
+        return self._data.get(episode)
+
+
+def _episode_of(ctx: Context | None) -> str:
+    try:
+        request = ctx.request_context.request
+        return request.headers.get(EPISODE_HEADER, "") if request is not None else ""
+    except (AttributeError, ValueError, LookupError):
+        return ""
+
+
+def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
+    server = FastMCP("calculator", host=host, port=port)
+    memory = _EpisodeMemory()
+
+    @server.tool()
+    def calculate(expression: str, ctx: Context) -> str:
+        """Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. '(3 + 4) * 12'."""
+        result = evaluate(expression)
+        memory.put(_episode_of(ctx), result)
+        return result
+
+    @server.tool()
+    def last_result(ctx: Context) -> str:
+        """The result of this conversation's previous calculation."""
+        value = memory.get(_episode_of(ctx))
+        if value is None:
+            raise CalculatorError("no calculation yet in this conversation")
+        return value
+
+    return server
+
+
+def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8765) -> None:
+    server = build_server(host, port)
+    server.run(transport="streamable-http" if transport == "http" else "stdio")

@@ -1,0 +1,105 @@
+"""Start and stop MCP servers as child processes for a run or a test."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aworld_train.errors import ConfigError
+
+SERVERS = {"calculator": "aworld_train.env.calculator:serve"}
+
+
+def import_serve(name: str):
+    if name not in SERVERS:
+        raise ConfigError(f"unknown env server {name!r}; known: {', '.join(sorted(SERVERS))}")
+    module, _, attr = SERVERS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class RunningServer:
+    name: str
+    host: str
+    port: int
+    process: subprocess.Popen
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/mcp"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """Hard kill, as a crash would."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_server(
+    name: str,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    startup_timeout_s: float = 60.0,
+) -> RunningServer:
+    """Start server `name` over streamable HTTP and wait until it accepts connections."""
+    import_serve(name)  # fails early on unknown names
+    port = port or free_port(host)
+    cmd = [sys.executable, "-m", "aworld_train.env", name, "--port", str(port), "--host", host]
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the process
+    process = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    server = RunningServer(name, host, port, process, Path(log_path) if log_path else None)
+    deadline = time.monotonic() + startup_timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"env server {name!r} exited with code {process.returncode} while starting; see {log_path}"
+            )
+        if port_open(host, port):
+            return server
+        time.sleep(0.1)
+    server.kill()
+    raise RuntimeError(
+        f"env server {name!r} did not accept connections on {host}:{port} within {startup_timeout_s:g}s"
+    )

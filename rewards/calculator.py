@@ -1,0 +1,32 @@
+"""Exact numeric answer, read from the final assistant message (never from tool output)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
+
+
+def last_number(text: str) -> float | None:
+    matches = _NUMBER.findall(text or "")
+    if not matches:
+        return None
+    try:
+        return float(matches[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def exact_answer(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None
+) -> dict:
+    """1.0 when the last number in the final answer equals the ground truth, else 0.0."""
+    predicted = last_number(solution_str)
+    try:
+        expected = float(ground_truth)
+    except (TypeError, ValueError):
+        return {"score": 0.0, "parsed": predicted is not None}
+    correct = predicted is not None and math.isclose(predicted, expected, rel_tol=1e-6, abs_tol=1e-9)
+    return {"score": 1.0 if correct else 0.0, "parsed": predicted is not None}

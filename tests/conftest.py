@@ -1,0 +1,91 @@
+"""Shared fixtures. Nothing here reaches the network: models come from the embedded
+wheel or are built at random from a config, servers bind 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+from aworld_train.config import RolloutConfig  # noqa: E402
+
+EMBEDDED = "embedded:smollm2-135m"
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from aworld_train.models import load_tokenizer
+
+    return load_tokenizer(EMBEDDED)
+
+
+@pytest.fixture(scope="session")
+def stop_ids(tokenizer):
+    from aworld_train.models import stop_token_ids
+
+    return stop_token_ids(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def im_end(tokenizer) -> int:
+    return tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tokenizer):
+    """A random 2-layer Llama with SmolLM2's tokenizer, saved as a model folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-model")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def calculator_server():
+    from aworld_train.env.launcher import start_server
+
+    server = start_server("calculator")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def calculator_spec(calculator_server):
+    from aworld_train.agent_spec import load_agent_spec
+    from aworld_train.agents.calculator import build_agent
+
+    return load_agent_spec(build_agent(url=calculator_server.url))
+
+
+@pytest.fixture
+def make_runtime(tokenizer, stop_ids):
+    from aworld_train.chat import ChatRenderer
+    from aworld_train.episode import RolloutRuntime
+
+    def make(policy, **rollout):
+        rollout.setdefault("tool_block", "never")
+        cfg = RolloutConfig(**rollout)
+        return RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block=cfg.tool_block), stop_ids, cfg)
+
+    return make

@@ -1,0 +1,50 @@
+"""The command line, end to end."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+CLI = [sys.executable, "-m", "aworld_train.cli"]
+
+
+def run(*args, timeout=600):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_render_prints_the_final_config_with_overrides():
+    out = run("render", "examples/calculator/grpo_local.yaml", "algorithm.group_size=8")
+    assert out.returncode == 0, out.stderr
+    rendered = yaml.safe_load(out.stdout)
+    assert rendered["algorithm"]["group_size"] == 8 and rendered["backend"] == "local"
+
+
+def test_bad_config_key_is_a_clear_error_not_a_traceback():
+    out = run("render", "examples/calculator/grpo_local.yaml", "rollout.max_turn=3")
+    assert out.returncode == 2
+    assert "did you mean 'max_turns'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_env_server():
+    out = run("env", "up", "nope")
+    assert out.returncode == 2 and "unknown env server 'nope'" in out.stderr
+
+
+@pytest.mark.model
+def test_eval_on_the_embedded_model_runs_to_the_end(tmp_path):
+    out = run(
+        "eval",
+        "examples/calculator/grpo_local.yaml",
+        "data.max_test=6",
+        f"trainer.run_dir={tmp_path}",
+        "--output",
+        str(tmp_path / "t.jsonl"),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
+    assert summary["episodes"] == 6 and 0.0 <= summary["accuracy"] <= 1.0
+    assert sum(summary["statuses"].values()) == 6
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(r["segments"] and r["status"] for r in rows)

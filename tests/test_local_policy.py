@@ -1,0 +1,82 @@
+"""The local policy samples ids with the logprobs the trainer will recompute, batched."""
+
+import asyncio
+
+import pytest
+import torch
+
+from aworld_train.local_policy import LocalPolicy
+from aworld_train.models import load_model
+from aworld_train.policy import SamplingParams
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir, tokenizer, stop_ids):
+    model = load_model(str(tiny_model_dir), dtype=torch.float32)
+    return LocalPolicy(model, tokenizer, stop_ids, max_batch_size=16)
+
+
+def recomputed_logprobs(model, prompt, generated, temperature):
+    ids = torch.tensor([prompt + generated])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits / temperature, -1)
+    return logp.gather(-1, torch.tensor(generated)[:, None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_equal_a_full_forward_of_the_sampled_sequence(policy, tokenizer, temperature):
+    prompts = [
+        tokenizer.encode("Hello there, how are you?"),
+        tokenizer.encode("2+2="),
+        tokenizer.encode("A longer prompt with several more words in it"),
+    ]
+    gens = policy.generate_batch(prompts, SamplingParams(max_new_tokens=12, temperature=temperature, seed=3))
+    for prompt, gen in zip(prompts, gens, strict=True):
+        assert len(gen.token_ids) == len(gen.logprobs) > 0
+        expected = recomputed_logprobs(policy.model, prompt, gen.token_ids, temperature)
+        torch.testing.assert_close(torch.tensor(gen.logprobs), expected, atol=2e-4, rtol=1e-4)
+
+
+def test_stop_and_length_finish_reasons(policy, tokenizer, stop_ids):
+    gens = policy.generate_batch([tokenizer.encode("hi")] * 4, SamplingParams(max_new_tokens=5, seed=1))
+    for gen in gens:
+        if gen.finish_reason == "stop":
+            assert gen.token_ids[-1] in stop_ids and len(gen.token_ids) <= 5
+        else:
+            assert len(gen.token_ids) == 5 and not set(gen.token_ids) & set(stop_ids)
+
+
+def test_greedy_is_deterministic_and_seeded_sampling_repeats(policy, tokenizer):
+    prompt = [tokenizer.encode("Once upon a time")]
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+    assert (
+        policy.generate_batch(prompt, greedy)[0].token_ids
+        == policy.generate_batch(prompt, greedy)[0].token_ids
+    )
+    seeded = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
+    assert (
+        policy.generate_batch(prompt, seeded)[0].token_ids
+        == policy.generate_batch(prompt, seeded)[0].token_ids
+    )
+
+
+def test_per_request_token_limits_in_one_batch(policy, tokenizer):
+    prompts = [tokenizer.encode("a b c")] * 2
+    gens = policy.generate_batch(
+        prompts, SamplingParams(max_new_tokens=9, temperature=1.0, seed=2), max_new=[3, 9]
+    )
+    assert len(gens[0].token_ids) <= 3 and len(gens[1].token_ids) <= 9
+
+
+def test_concurrent_requests_are_batched(policy, tokenizer):
+    async def many():
+        sampling = SamplingParams(max_new_tokens=4, temperature=1.0)
+        return await asyncio.gather(
+            *(policy.generate(tokenizer.encode(f"prompt {i}"), sampling) for i in range(12))
+        )
+
+    before = len(policy.batches)
+    gens = asyncio.run(many())
+    assert len(gens) == 12 and all(g.token_ids for g in gens)
+    assert policy.batches[before:] == [12]

@@ -1,0 +1,50 @@
+"""`pip install .` must install every top-level folder under the one name aworld_train."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    wheel = next(tmp_path.glob("aworld_train-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in (
+        "aworld_train/__init__.py",
+        "aworld_train/rewards/calculator.py",
+        "aworld_train/agents/calculator.py",
+        "aworld_train/env/calculator.py",
+        "aworld_train/backends/__init__.py",
+    ):
+        assert module in names, module
+    tops = {n.split("/")[0] for n in names if not n.startswith("aworld_train-")}
+    assert tops == {"aworld_train"}, tops  # no top-level train/, agents/, examples/ or tests/
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "aworld-train = aworld_train.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_installed_package_imports_from_the_mapped_folders():
+    import aworld_train.env
+    import aworld_train.rewards
+
+    assert Path(aworld_train.rewards.__file__).parent.name == "rewards"
+    assert Path(aworld_train.env.__file__).parent.name == "env"

@@ -1,0 +1,20 @@
+"""aworld-train: train AWorld agents with GRPO on verl, AReaL or a built-in local backend."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["AgentTrainer", "TrainConfig", "load_config", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy: importing the package must not import AWorld or torch.
+    if name == "AgentTrainer":
+        from aworld_train.trainer import AgentTrainer
+
+        return AgentTrainer
+    if name in ("TrainConfig", "load_config"):
+        from aworld_train import config
+
+        return getattr(config, name)
+    raise AttributeError(name)

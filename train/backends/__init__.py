@@ -1,0 +1,20 @@
+"""Training backends. Each module exposes `train(trainer, resume=False)`."""
+
+from __future__ import annotations
+
+import importlib
+
+from aworld_train.errors import ConfigError
+
+_MODULES = {"local": "aworld_train.backends.local"}
+_PLANNED = {"verl", "areal"}
+
+
+def get_backend(name: str):
+    if name in _PLANNED:
+        raise ConfigError(
+            f"backend {name!r} is not available in this release yet; use backend: local (see README, 'Backends')"
+        )
+    if name not in _MODULES:
+        raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_MODULES))}")
+    return importlib.import_module(_MODULES[name])

@@ -1,0 +1,107 @@
+"""`aworld-train`: run, eval, render, env up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from aworld_train.errors import AworldTrainError
+
+
+def _trainer(args):
+    from aworld_train.trainer import AgentTrainer
+
+    return AgentTrainer(config=args.config, overrides=args.overrides)
+
+
+def cmd_run(args) -> int:
+    trainer = _trainer(args)
+    result = trainer.train(resume=args.resume)
+    print(json.dumps(result, indent=2, default=str) if isinstance(result, dict) else result)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    trainer = _trainer(args)
+    output = args.output or str(trainer.run_dir / "eval_trajectories.jsonl")
+    report = trainer.evaluate(output=output)
+    print(report.text())
+    print(json.dumps(report.summary()))
+    print(f"trajectories: {output}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    from aworld_train.config import load_config
+
+    config = load_config(args.config, args.overrides)
+    text = config.render()
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    print(text, end="")
+    return 0
+
+
+def cmd_env_up(args) -> int:
+    from aworld_train.env.launcher import import_serve
+
+    serve = import_serve(args.name)
+    if args.transport == "http":
+        print(
+            f"{args.name} MCP server on http://{args.host}:{args.port}/mcp (Ctrl-C stops it)", file=sys.stderr
+        )
+    serve(transport=args.transport, host=args.host, port=args.port)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aworld-train", description="Train AWorld agents with GRPO.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(p: argparse.ArgumentParser) -> None:
+        p.add_argument("config", help="training YAML")
+        p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
+
+    run = sub.add_parser("run", help="train with the configured backend")
+    with_config(run)
+    run.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    run.set_defaults(func=cmd_run)
+
+    ev = sub.add_parser("eval", help="evaluate the agent on the test set")
+    with_config(ev)
+    ev.add_argument("--output", help="trajectories JSONL (default: <run_dir>/eval_trajectories.jsonl)")
+    ev.set_defaults(func=cmd_eval)
+
+    render = sub.add_parser("render", help="print the final config without running")
+    with_config(render)
+    render.add_argument("--output", help="also write it to this file")
+    render.set_defaults(func=cmd_render)
+
+    env = sub.add_parser("env", help="tool environments")
+    env_sub = env.add_subparsers(dest="env_command", required=True)
+    up = env_sub.add_parser("up", help="start an MCP server in the foreground")
+    up.add_argument("name")
+    up.add_argument("--port", type=int, default=8765)
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--transport", choices=["http", "stdio"], default="http")
+    up.set_defaults(func=cmd_env_up)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AworldTrainError as exc:
+        print(f"aworld-train: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("aworld-train: interrupted; the run folder keeps its logs and checkpoints", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

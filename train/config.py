@@ -1,0 +1,208 @@
+"""The one training config: pydantic models, YAML loading, `a.b=value` overrides.
+
+Unknown keys are errors (with a "did you mean" hint), never silently ignored.
+The `verl:` and `areal:` sections are free-form: they hold the engines' native keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aworld_train.errors import ConfigError
+
+BACKENDS = ("local", "verl", "areal")
+DEFAULT_MODEL = "embedded:smollm2-135m"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AlgorithmConfig(_Section):
+    name: Literal["grpo"] = "grpo"
+    group_size: int = Field(4, ge=1, description="samples per task (n)")
+    lr: float = Field(1.0e-5, gt=0)
+    kl_coef: float = Field(0.0, ge=0)
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.28, ge=0)
+    norm_adv_by_std: bool = True
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    warmup_steps: int = Field(0, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    micro_batch_tokens: int = Field(4096, ge=64, description="token budget of one forward/backward")
+    gradient_checkpointing: bool = False
+
+
+class RolloutConfig(_Section):
+    max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
+    max_new_tokens: int = Field(128, ge=1)
+    max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    tool_parser: Literal["hermes", "hermes_lenient"] = "hermes"
+    tool_block: Literal["auto", "never"] = Field(
+        "auto", description="add the tool list to the system turn when the chat template ignores tools="
+    )
+    episode_timeout_s: float = Field(120.0, gt=0)
+    tool_timeout_s: float = Field(30.0, gt=0)
+    concurrency: int = Field(16, ge=1)
+    max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
+    train_on_malformed: bool = Field(
+        False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
+    )
+    seed: int = 0
+
+
+class DataConfig(_Section):
+    train: str | None = None
+    test: str | None = None
+    batch_size: int = Field(8, ge=1, description="tasks per training step")
+    prompt_key: str = "prompt"
+    answer_key: str = "ground_truth"
+    max_test: int | None = Field(None, ge=1, description="evaluate on at most this many test rows")
+
+
+class RewardConfig(_Section):
+    fn: str | None = Field(None, description="'module:function' or 'path/to/file.py:function'")
+
+
+class EnvServerConfig(_Section):
+    name: str
+    transport: Literal["http", "stdio"] = "http"
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
+
+
+class TrainerConfig(_Section):
+    steps: int = Field(20, ge=0)
+    eval_every: int = Field(5, ge=0)
+    save_every: int = Field(10, ge=0)
+    run_dir: str = "runs/default"
+    eval_before: bool = True
+    eval_after: bool = True
+    log_trajectories: int = Field(4, ge=0, description="sampled trajectories written per step")
+    seed: int = 0
+
+
+class TrainConfig(_Section):
+    backend: str = "local"
+    model: str = DEFAULT_MODEL
+    agent: str | None = Field(None, description="'module:factory' or an agent YAML path")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    env: list[EnvServerConfig] = Field(default_factory=list, description="MCP servers the run starts")
+    verl: dict[str, Any] = Field(default_factory=dict)
+    areal: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(
+                f"unknown backend {value!r}; choose one of {', '.join(BACKENDS)}{_hint(value, BACKENDS)}"
+            )
+        return value
+
+    def render(self) -> str:
+        """The final config as YAML, as a run folder stores it."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _hint(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _fields_at(path: tuple[Any, ...]) -> list[str]:
+    """Field names of the model section that `path` (a pydantic error location) points into."""
+    model: type[BaseModel] = TrainConfig
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        else:
+            break
+    return list(model.model_fields)
+
+
+def _explain(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        where = ".".join(str(p) for p in loc)
+        if item["type"] == "extra_forbidden":
+            hint = _hint(loc[-1], _fields_at(loc[:-1]))
+            lines.append(f"unknown config key '{where}'{hint}; remove it or fix its spelling")
+        else:
+            msg = item["msg"].removeprefix("Value error, ")
+            lines.append(f"config field '{where}': {msg} (got {item.get('input')!r})")
+    return "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (['a', 'b'], value parsed as YAML scalar/list/dict)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.sub=value")
+    key, raw = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"override {text!r} has an empty key")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = data
+        for key in keys[:-1]:
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {text!r}: '{key}' is not a section")
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return data
+
+
+def load_config(
+    source: str | Path | dict[str, Any] | TrainConfig | None = None, overrides: list[str] | None = None
+) -> TrainConfig:
+    """Build a validated TrainConfig from a YAML path, a dict, a model or nothing (defaults)."""
+    if isinstance(source, TrainConfig):
+        data = source.model_dump()
+    elif source is None:
+        data = {}
+    elif isinstance(source, dict):
+        data = dict(source)
+    elif isinstance(source, str | Path):
+        data = read_yaml(source)
+    else:
+        raise ConfigError(f"config must be a YAML path, a dict or a TrainConfig, not {type(source).__name__}")
+    data = apply_overrides(data, list(overrides or []))
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None

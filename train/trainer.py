@@ -1,0 +1,100 @@
+"""AgentTrainer: the facade. Every input is checked here, before any model is loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aworld_train.agent_spec import AgentSpec, build_agent, load_agent_spec
+from aworld_train.config import TrainConfig, load_config
+from aworld_train.dataset import load_tasks
+from aworld_train.errors import AgentSpecError, DatasetError
+from aworld_train.models import check_model
+from aworld_train.reward import RewardFunction
+from aworld_train.trajectory import Task
+
+log = logging.getLogger("aworld_train")
+
+
+class AgentTrainer:
+    """Train (or evaluate) an AWorld agent on a dataset with a reward function.
+
+    agent: an AWorld Agent, 'module:factory', or an agent YAML path (or config `agent:`).
+    config: a YAML path, a dict, a TrainConfig or None (defaults).
+    reward_func: a function, 'module:function', 'file.py:function' or (file, name) (or config `reward.fn`).
+    train_dataset / test_dataset: jsonl/json/parquet paths, lists of dicts or datasets.Dataset
+    (or config `data.train` / `data.test`).
+    run_path: the run folder (or config `trainer.run_dir`).
+    """
+
+    def __init__(
+        self,
+        agent: Any = None,
+        config: str | Path | dict | TrainConfig | None = None,
+        reward_func: Callable | str | tuple | None = None,
+        train_dataset: Any = None,
+        test_dataset: Any = None,
+        run_path: str | Path | None = None,
+        overrides: list[str] | None = None,
+    ) -> None:
+        self.config = load_config(config, overrides)
+        cfg = self.config
+        self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
+        _check_rebuild(self.spec)
+        self.reward = RewardFunction.load(reward_func if reward_func is not None else cfg.reward.fn)
+        cfg.reward.fn = self.reward.reference
+        train_source = train_dataset if train_dataset is not None else cfg.data.train
+        test_source = test_dataset if test_dataset is not None else cfg.data.test
+        if train_source is None and test_source is None:
+            raise DatasetError(
+                "no dataset: pass train_dataset/test_dataset or set data.train/data.test in the config"
+            )
+        self.train_tasks: list[Task] = self._tasks(train_source, "train_dataset")
+        self.test_tasks: list[Task] = self._tasks(test_source, "test_dataset")
+        if cfg.data.max_test:
+            self.test_tasks = self.test_tasks[: cfg.data.max_test]
+        for source, key in ((train_source, "train"), (test_source, "test")):
+            if isinstance(source, str | Path):
+                setattr(cfg.data, key, str(source))
+        check_model(cfg.model)
+        if run_path is not None:
+            cfg.trainer.run_dir = str(run_path)
+        self.run_dir = Path(cfg.trainer.run_dir)
+
+    def _tasks(self, source: Any, what: str) -> list[Task]:
+        if source is None:
+            return []
+        return load_tasks(source, self.config.data.prompt_key, self.config.data.answer_key, what)
+
+    def train(self, resume: bool = False):
+        if not self.train_tasks:
+            raise DatasetError("train_dataset is missing: pass train_dataset or set data.train")
+        from aworld_train.backends import get_backend
+
+        return get_backend(self.config.backend).train(self, resume=resume)
+
+    def evaluate(self, output: str | Path | None = None, show_progress: bool = True):
+        """Run the agent over the test set with the configured policy; returns an EvalReport."""
+        if not self.test_tasks:
+            raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
+        from aworld_train.evaluate import evaluate
+        from aworld_train.runtime import local_runtime, running_envs
+
+        runtime, _ = local_runtime(self.config)
+        with running_envs(self.config.env, self.run_dir):
+            report = asyncio.run(
+                evaluate(self.spec, self.test_tasks, runtime, self.reward, show_progress=show_progress)
+            )
+        report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
+        return report
+
+
+def _check_rebuild(spec: AgentSpec) -> None:
+    """A worker rebuilds the agent from its spec: make sure that works now, not on a GPU node."""
+    try:
+        build_agent(spec, llm={"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"})
+    except AgentSpecError as exc:
+        raise AgentSpecError(f"agent cannot be rebuilt from its spec, as workers must: {exc}") from None
