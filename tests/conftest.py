@@ -36,7 +36,10 @@ def im_end(tokenizer) -> int:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer):
-    """A random 2-layer Llama with SmolLM2's tokenizer, saved as a model folder."""
+    """A random 2-layer Llama with SmolLM2's tokenizer, saved as a model folder.
+
+    A wide initialisation makes its next-token distributions peaked rather than
+    uniform over 49k tokens, so a token choice is something GRPO can shift."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -50,6 +53,7 @@ def tiny_model_dir(tmp_path_factory, tokenizer):
         num_key_value_heads=2,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
+        initializer_range=0.5,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,

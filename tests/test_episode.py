@@ -202,11 +202,34 @@ async def test_max_turns_stops_the_agent(tokenizer, im_end, plain_spec, make_run
 
 
 async def test_several_user_turns_share_one_ledger(tokenizer, im_end, plain_spec, make_runtime):
-    policy = ScriptedPolicy(tokenizer, ["Hello.", "The answer is 5."], im_end)
-    task = Task("t", ["Hi there", "What is 2 + 3?"], ground_truth=5)
+    """Turn k+1 is given after the agent finishes turn k, in the same ledger: one segment."""
+    script = [
+        call("calculate", '{"expression": "2 + 3"}'),
+        "It is 5.",
+        call("calculate", '{"expression": "5 * 4"}'),
+        "The answer is 20.",
+    ]
+    policy = ScriptedPolicy(tokenizer, script, im_end)
+    task = Task("t", ["What is 2 + 3?", "Now multiply that by 4."], ground_truth=20)
     traj = await Episode(plain_spec, task, make_runtime(policy), REWARD).run()
-    assert traj.status == "ok" and traj.reward == 1.0
-    assert len(policy.prompts) == 2
-    text = tokenizer.decode(traj.segments[-1].ids)
-    assert "What is 2 + 3?" in text
+    assert traj.status == "ok" and traj.reward == 1.0, traj.error
+    assert len(traj.segments) == 1 and traj.num_turns == 4
+    assert [c.result for c in traj.tool_calls] == ["5", "20"]
+    seg = traj.segments[0]
+    for prompt in policy.prompts:
+        assert seg.ids[: len(prompt)] == prompt
+    text = tokenizer.decode(policy.prompts[2])
+    assert text.index("What is 2 + 3?") < text.index("It is 5.") < text.index("Now multiply that by 4.")
     assert sampled_tokens(traj) == [t for g in policy.generations for t in g.token_ids]
+
+
+async def test_a_policy_failure_ends_the_episode_with_its_cause(tokenizer, im_end, plain_spec, make_runtime):
+    def broken(prompt_ids):
+        raise RuntimeError("inference server went away")
+
+    policy = ScriptedPolicy(tokenizer, broken, im_end)
+    traj = await Episode(
+        plain_spec, Task("t", ["What is 1 + 1?"], ground_truth=2), make_runtime(policy), REWARD
+    ).run()
+    assert traj.status == "error" and "inference server went away" in traj.error
+    assert not traj.trainable() and traj.timings["total_s"] < 10

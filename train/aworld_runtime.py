@@ -17,14 +17,19 @@ from aworld_train.paths import cache_dir
 
 os.environ.setdefault("AWORLD_DISABLE_CONSOLE_LOG", "true")
 os.environ.setdefault("AWORLD_LOG_PATH", str(Path(cache_dir()) / "aworld-logs"))
+os.environ.setdefault("AWORLD_MEMORY_ROOT", str(Path(cache_dir()) / "aworld-memory"))
 
 # The agent module must come first: importing aworld.models.llm alone hits a circular import.
 from aworld.agents.llm_agent import Agent  # noqa: E402
 from aworld.config import AgentConfig  # noqa: E402
+from aworld.core.agent.swarm import Swarm  # noqa: E402
+from aworld.core.context.amni import AmniConfigFactory  # noqa: E402
 from aworld.core.llm_provider import LLMProviderBase  # noqa: E402
+from aworld.core.task import Task as AworldTask  # noqa: E402
 from aworld.models import utils as _model_utils  # noqa: E402
 from aworld.models.llm import register_llm_provider  # noqa: E402
 from aworld.models.model_response import Function, ModelResponse, ToolCall  # noqa: E402
+from aworld.models.openai_message_sanitizer import sanitize_openai_messages  # noqa: E402
 from aworld.runner import Runners  # noqa: E402
 
 _BUNDLED_VOCABS = {"openai", "qwen"}
@@ -58,6 +63,24 @@ def _quiet_loggers() -> None:
 _patch_token_counters()
 _quiet_loggers()
 
+
+async def run_turn(agent, text: str, session_id: str):
+    """One user turn of `agent` in session `session_id`.
+
+    `Runners.run` gives each call a fresh context whose history scope is the task,
+    so a second user turn would not see the first. An episode is one session:
+    scoping the history to it keeps every turn of a multi-turn task in view.
+    """
+    config = AmniConfigFactory.create()
+    config.agent_config.history_scope = "session"
+    agent.task = text
+    swarm = Swarm(agent)
+    task = AworldTask(
+        input=text, swarm=swarm, event_driven=swarm.event_driven, session_id=session_id, context_config=config
+    )
+    return (await Runners.run_task(task))[task.id]
+
+
 __all__ = [
     "Agent",
     "AgentConfig",
@@ -67,4 +90,6 @@ __all__ = [
     "Runners",
     "ToolCall",
     "register_llm_provider",
+    "run_turn",
+    "sanitize_openai_messages",
 ]

@@ -36,6 +36,9 @@ class AlgorithmConfig(_Section):
     grad_clip: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     micro_batch_tokens: int = Field(4096, ge=64, description="token budget of one forward/backward")
+    mini_batches: int = Field(
+        1, ge=1, description="optimizer steps per rollout batch (>1 makes clipping matter)"
+    )
     gradient_checkpointing: bool = False
 
 
@@ -187,6 +190,14 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+_VERL_ONLY_KEYS = ("actor_rollout_ref", "critic", "reward_model", "custom_reward_function")
+
+
+def is_native_verl(data: dict[str, Any]) -> bool:
+    """A config written in verl's own layout rather than ours."""
+    return any(key in data for key in _VERL_ONLY_KEYS) or "adv_estimator" in (data.get("algorithm") or {})
+
+
 def load_config(
     source: str | Path | dict[str, Any] | TrainConfig | None = None, overrides: list[str] | None = None
 ) -> TrainConfig:
@@ -201,6 +212,10 @@ def load_config(
         data = read_yaml(source)
     else:
         raise ConfigError(f"config must be a YAML path, a dict or a TrainConfig, not {type(source).__name__}")
+    if is_native_verl(data):
+        # A verl YAML (the grpo_trainer.yaml AWorld users have) is accepted as is: it becomes
+        # the native section of a verl run, and its blanks are filled when the run is rendered.
+        data = {"backend": "verl", "verl": data}
     data = apply_overrides(data, list(overrides or []))
     try:
         return TrainConfig.model_validate(data)

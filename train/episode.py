@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from aworld_train import provider
 from aworld_train.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld_runtime import Function, ModelResponse, Runners, ToolCall
+from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, run_turn
 from aworld_train.chat import ChatRenderer, content_text
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
@@ -116,6 +116,19 @@ class Episode:
         self._disarm_watchdog()
         if self._ended.is_set():
             return await self._hold()
+        try:
+            return await self._complete(messages, tools)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # AWorld would retry (with delays) and then report a generic provider error:
+            # end the episode here, with the real cause.
+            self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
+            return await self._hold()
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ModelResponse:
         self._collect_tool_results(messages)
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
@@ -222,7 +235,7 @@ class Episode:
         for turn_text in self.task.user_turns:
             self._turn_calls = 0
             self.traj.final_answer = ""
-            runner = asyncio.ensure_future(Runners.run(input=turn_text, agent=agent, session_id=self.id))
+            runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))
             ended = asyncio.ensure_future(self._ended.wait())
             remaining = max(0.0, deadline - time.perf_counter())
             done, _ = await asyncio.wait(
@@ -234,8 +247,11 @@ class Episode:
                 await asyncio.wait({runner}, timeout=5)
                 self._end("timeout", f"episode_timeout_s={self.cfg.episode_timeout_s:g} passed")
                 return  # a status set earlier (max_turns, tool_timeout, ...) stays
-            runner.result()  # raises what the agent raised
+            response = runner.result()  # raises what the agent raised
             if self._ended.is_set():
+                return
+            if response is not None and not getattr(response, "success", True):
+                self._end("error", f"AWorld ended the turn without success: {getattr(response, 'msg', '')}")
                 return
         if self.traj.num_turns == 0:
             self._end("error", "the agent finished without calling its LLM")

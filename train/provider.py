@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from aworld_train.aworld_runtime import LLMProviderBase, ModelResponse, register_llm_provider
+from aworld_train.aworld_runtime import (
+    LLMProviderBase,
+    ModelResponse,
+    register_llm_provider,
+    sanitize_openai_messages,
+)
 
 SCHEME = "aworld-train://"
 PROVIDER_NAMES = ("aworld_train", "verl")
@@ -69,7 +74,9 @@ class AworldTrainProvider(LLMProviderBase):
     async def acompletion(
         self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs
     ):
-        return await self._endpoint().complete(messages, kwargs.get("tools"))
+        # AWorld's serialiser turns every None after the first into the string 'None';
+        # its own sanitiser restores the OpenAI message shape.
+        return await self._endpoint().complete(sanitize_openai_messages(messages), kwargs.get("tools"))
 
     def completion(self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs):
         raise RuntimeError("aworld-train's provider is async; AWorld agents call it through acompletion")
