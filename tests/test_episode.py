@@ -220,6 +220,12 @@ async def test_several_user_turns_share_one_ledger(tokenizer, im_end, plain_spec
         assert seg.ids[: len(prompt)] == prompt
     text = tokenizer.decode(policy.prompts[2])
     assert text.index("What is 2 + 3?") < text.index("It is 5.") < text.index("Now multiply that by 4.")
+    # the agent's history lives only as long as its episode
+    from aworld.memory.main import MemoryFactory
+
+    assert not [
+        i for i in MemoryFactory.instance().memory_store.memory_items if i.session_id == traj.episode_id
+    ]
     assert sampled_tokens(traj) == [t for g in policy.generations for t in g.token_ids]
 
 

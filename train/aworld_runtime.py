@@ -17,7 +17,6 @@ from aworld_train.paths import cache_dir
 
 os.environ.setdefault("AWORLD_DISABLE_CONSOLE_LOG", "true")
 os.environ.setdefault("AWORLD_LOG_PATH", str(Path(cache_dir()) / "aworld-logs"))
-os.environ.setdefault("AWORLD_MEMORY_ROOT", str(Path(cache_dir()) / "aworld-memory"))
 
 # The agent module must come first: importing aworld.models.llm alone hits a circular import.
 from aworld.agents.llm_agent import Agent  # noqa: E402
@@ -60,7 +59,70 @@ def _quiet_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+async def _wait_for_node(self, timeout: float = 60.0) -> None:
+    """MessageFuture's wait, polling with a short interval that backs off to AWorld's 100 ms.
+
+    AWorld checks its state store every 100 ms for each message it waits on, and one
+    agent step waits on several: that fixed cost, not the model or the tools, was most of
+    an episode's wall time against a fast policy. Same contract: the future gets the
+    finished node, the error, or a TimeoutError after `timeout` seconds.
+    """
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
+    interval = 0.002
+    while time.monotonic() < deadline:
+        try:
+            node = self.state_mng.get_node(self.msg_id)
+            if node is not None and node.has_finished():
+                if not self.future.done():
+                    self.future.set_result(node)
+                return
+        except Exception as exc:
+            if not self.future.done():
+                self.future.set_exception(exc)
+            return
+        await asyncio.sleep(interval)
+        interval = min(interval * 1.5, 0.1)
+    if not self.future.done():
+        self.future.set_exception(
+            TimeoutError(f"Message {self.msg_id} did not complete within {timeout} seconds")
+        )
+
+
+def _use_in_memory_history() -> None:
+    """AWorld's default history store is a folder of JSON files that every history lookup
+    reads in full: rollouts slowed down with every episode ever run. Episodes keep their
+    history in memory instead, and `release_session` drops it when they end."""
+    from aworld.memory.main import InMemoryMemoryStore, MemoryFactory
+
+    class EpisodeHistoryStore(InMemoryMemoryStore):
+        # InMemoryMemoryStore only marks deleted items; lookups would still scan them.
+        def purge_session(self, session_id: str) -> None:
+            self.memory_items = [item for item in self.memory_items if item.session_id != session_id]
+
+    MemoryFactory.init(custom_memory_store=EpisodeHistoryStore())
+
+
+def release_session(session_id: str) -> None:
+    """Forget the history of one finished episode."""
+    from aworld.memory.main import MemoryFactory
+
+    store = MemoryFactory.instance().memory_store
+    if hasattr(store, "purge_session"):
+        store.purge_session(session_id)
+
+
+def _patch_message_wait() -> None:
+    from aworld.core.event.message_future import MessageFuture
+
+    MessageFuture._wait_internal = _wait_for_node
+
+
 _patch_token_counters()
+_patch_message_wait()
+_use_in_memory_history()
 _quiet_loggers()
 
 
@@ -90,6 +152,7 @@ __all__ = [
     "Runners",
     "ToolCall",
     "register_llm_provider",
+    "release_session",
     "run_turn",
     "sanitize_openai_messages",
 ]

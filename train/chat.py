@@ -110,7 +110,7 @@ class ChatRenderer:
         )
 
     def _detect_tool_support(self) -> bool:
-        probe = [{"role": "user", "content": "hi"}]
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
         tool = {
             "type": "function",
             "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},

@@ -37,6 +37,13 @@ def cmd_render(args) -> int:
     from aworld_train.config import load_config
 
     config = load_config(args.config, args.overrides)
+    if config.backend == "verl":
+        from aworld_train.backends.verl import render
+
+        run = render(_trainer(args))
+        print(run.config_path.read_text(), end="")
+        print(f"# run folder: {run.folder}\n# launch: {' '.join(run.command())}", file=sys.stderr)
+        return 0
     text = config.render()
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,11 @@ class RolloutConfig(_Section):
     max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
     max_new_tokens: int = Field(128, ge=1)
     max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    max_response_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="tokens after the first prompt at which an episode stops (verl's response_length)",
+    )
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")

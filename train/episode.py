@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from aworld_train import provider
 from aworld_train.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, run_turn
+from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, release_session, run_turn
 from aworld_train.chat import ChatRenderer, content_text
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
@@ -136,6 +136,14 @@ class Episode:
             return await self._hold()
         prompt_ids = self.ledger.prompt(messages, tools)
         budget = self.cfg.max_total_tokens - len(prompt_ids)
+        if self.cfg.max_response_tokens is not None:
+            first = self.ledger.segments[0]
+            used = (
+                len(self.ledger) - len(first.prompt_ids)
+                if len(self.ledger.segments) == 1
+                else len(self.ledger)
+            )
+            budget = min(budget, self.cfg.max_response_tokens - used)
         if budget <= 0:
             self._end("truncated", f"the conversation reached max_total_tokens={self.cfg.max_total_tokens}")
             return await self._hold()
@@ -207,6 +215,7 @@ class Episode:
         finally:
             self._disarm_watchdog()
             provider.detach(self.id)
+            release_session(self.id)
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),

@@ -6,8 +6,8 @@ import importlib
 
 from aworld_train.errors import ConfigError
 
-_MODULES = {"local": "aworld_train.backends.local"}
-_PLANNED = {"verl", "areal"}
+_MODULES = {"local": "aworld_train.backends.local", "verl": "aworld_train.backends.verl"}
+_PLANNED = {"areal"}
 
 
 def get_backend(name: str):

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One GRPO step of the calculator agent on verl, on a machine with one H100/H200.
+# Not part of CI. Needs the package with the verl extra plus verl's GPU stack:
+#   pip install -e ".[verl]" "verl[vllm]==0.9.1"
+# MODEL may name any local transformers folder; the default is the embedded SmolLM2-135M.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODEL=${MODEL:-embedded:smollm2-135m}
+RUN=${RUN:-runs/verl_smoke}
+nvidia-smi --query-gpu=name,memory.total --format=csv
+python -m aworld_train.cli run examples/calculator/grpo_verl.yaml \
+  "model=$MODEL" "trainer.run_dir=$RUN" trainer.steps=1 trainer.eval_every=0 trainer.save_every=0 \
+  trainer.eval_before=false data.batch_size=4
+grep -E "step:1|training/global_step" "$RUN/verl.log" | tail -3

@@ -1,0 +1,417 @@
+"""backend: verl on CPU: the rendered config against verl's own Hydra config, auto-fill
+rules, and our agent loop run by verl's registry/instantiate path and post-processing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("verl.experimental.agent_loop.agent_loop")
+
+import yaml  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from aworld_train import AgentTrainer  # noqa: E402
+from aworld_train.backends.verl import render  # noqa: E402
+from aworld_train.errors import ConfigError  # noqa: E402
+
+AGENT = "aworld_train.agents.calculator:build_agent"
+REWARD = "aworld_train.rewards.calculator:exact_answer"
+ROWS = [{"prompt": f"What is {i} * 3?", "ground_truth": i * 3} for i in range(1, 5)]
+
+# The shape of AWorld's GAIA grpo_trainer.yaml: verl's own layout, the auto fields left blank.
+GAIA_STYLE = """
+data: {train_files: "", val_files: null, train_batch_size: 2, max_prompt_length: 1024, max_response_length: 2048}
+actor_rollout_ref:
+  model: {path: ""}
+  rollout: {name: vllm, n: 8, agent: {agent_loop_config_path: "", num_workers: 2}}
+  actor: {optim: {lr: 1.0e-6}, ppo_mini_batch_size: 2}
+algorithm: {adv_estimator: grpo}
+custom_reward_function: {path: "", name: ""}
+trainer: {default_local_dir: "", n_gpus_per_node: 8, nnodes: 1, total_training_steps: 3}
+"""
+
+
+def final_of(run):
+    return OmegaConf.to_container(run.final, resolve=False)
+
+
+def trainer_for(tmp_path, config, **kwargs):
+    args = {
+        "agent": AGENT,
+        "reward_func": REWARD,
+        "train_dataset": ROWS,
+        "test_dataset": ROWS[:2],
+        "run_path": tmp_path / "run",
+    }
+    args.update(kwargs)
+    return AgentTrainer(config=config, **args)
+
+
+def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
+    path = tmp_path / "grpo_trainer.yaml"
+    path.write_text(GAIA_STYLE)
+    trainer = trainer_for(tmp_path, str(path))
+    assert trainer.config.backend == "verl"
+    run = render(trainer)
+    final = run.final
+    folder = run.folder
+    assert final.data.train_files == str(folder / "train.parquet") and final.data.val_files == str(
+        folder / "val.parquet"
+    )
+    assert final.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(folder / "agent_loop.yaml")
+    assert final.reward.custom_reward_function.name == "exact_answer"
+    assert final.reward.custom_reward_function.path.endswith("rewards/calculator.py")
+    assert final.trainer.default_local_dir.endswith("run/checkpoints")
+    assert final.actor_rollout_ref.model.path.endswith("smollm2-135m")
+    # the user's own values are kept as given
+    assert final.actor_rollout_ref.rollout.n == 8 and final.actor_rollout_ref.actor.optim.lr == 1e-6
+    assert final.data.max_response_length == 2048 and final.trainer.n_gpus_per_node == 8
+    # and the parquet carries what our loop needs
+    import pyarrow.parquet as pq
+
+    row = pq.read_table(folder / "train.parquet").to_pylist()[0]
+    assert row["agent_name"] == "aworld_agent" and row["prompt"] == [
+        {"role": "user", "content": "What is 1 * 3?"}
+    ]
+    assert (
+        row["reward_model"]["ground_truth"] == "3" and json.loads(row["extra_info"]["ground_truth_json"]) == 3
+    )
+    loop = yaml.safe_load((folder / "agent_loop.yaml").read_text())
+    assert loop[0]["_target_"] == "aworld_train.backends.verl_loop.AWorldAgentLoop"
+
+
+def test_user_set_paths_are_kept(tmp_path):
+    native = yaml.safe_load(GAIA_STYLE)
+    native["data"]["train_files"] = "/data/gaia/train.parquet"
+    native["custom_reward_function"] = {"path": "/code/my_reward.py", "name": "gaia_reward"}
+    native["trainer"]["default_local_dir"] = "/ckpt/gaia"
+    run = render(trainer_for(tmp_path, native))
+    assert run.final.data.train_files == "/data/gaia/train.parquet"
+    assert run.final.reward.custom_reward_function.path == "/code/my_reward.py"
+    assert run.final.reward.custom_reward_function.name == "gaia_reward"
+    assert run.final.trainer.default_local_dir == "/ckpt/gaia"
+
+
+def test_no_config_uses_our_dataset_and_reward_never_verls_examples(tmp_path):
+    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    text = run.config_path.read_text()
+    assert "gsm8k" not in text
+    assert (
+        run.final.data.train_files.endswith("train.parquet") and str(tmp_path) in run.final.data.train_files
+    )
+    assert run.final.reward.custom_reward_function.name == "exact_answer"
+    assert run.final.actor_rollout_ref.rollout.n == 4 and run.final.algorithm.adv_estimator == "grpo"
+
+
+def test_contradiction_between_common_and_native_is_an_error(tmp_path):
+    config = {
+        "backend": "verl",
+        "algorithm": {"group_size": 8},
+        "verl": {"actor_rollout_ref": {"rollout": {"n": 4}}},
+    }
+    with pytest.raises(
+        ConfigError, match=r"verl.actor_rollout_ref.rollout.n=4 contradicts algorithm.group_size"
+    ):
+        render(trainer_for(tmp_path, config))
+    agree = {
+        "backend": "verl",
+        "algorithm": {"group_size": 4},
+        "verl": {"actor_rollout_ref": {"rollout": {"n": 4}}},
+    }
+    assert render(trainer_for(tmp_path, agree)).final.actor_rollout_ref.rollout.n == 4
+
+
+def test_unknown_native_key_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a key of verl"):
+        render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"totl_steps": 3}}}))
+
+
+def test_rendered_config_composes_with_verls_hydra_config(tmp_path):
+    """The file we launch main_ppo with loads as a Hydra config and passes verl's dataclasses."""
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    with initialize_config_dir(config_dir=str(run.folder), version_base=None):
+        cfg = compose(config_name=run.config_path.stem)
+    rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    assert rollout.n == 4 and rollout.agent.default_agent_loop == "aworld_agent"
+    assert omega_conf_to_dataclass(cfg.actor_rollout_ref.actor).clip_ratio_high == 0.28
+
+
+# -- the loop, the way verl runs it ----------------------------------------------------------
+
+
+class FakeLLMServerClient:
+    """verl's LLMServerClient.generate contract, replying from a script keyed on the prompt."""
+
+    def __init__(self, tokenizer, reply):
+        self.tokenizer = tokenizer
+        self.reply = reply
+        self.calls = []
+        self.outputs = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.calls.append((request_id, list(prompt_ids), dict(sampling_params)))
+        text = self.reply(self.tokenizer.decode(prompt_ids))
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [
+            self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ]
+        ids = ids[: sampling_params.get("max_tokens", len(ids))]
+        self.outputs.append(ids)
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+
+
+def calculator_reply(prompt_text: str) -> str:
+    import re
+
+    question = re.findall(r"What is ([^?]+)\?", prompt_text)[-1]
+    after_question = prompt_text[prompt_text.rindex("What is") :]  # past the agent's few-shot turns
+    results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", after_question)
+    if results:
+        return f"The answer is {results[-1]}."
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": "calculate", "arguments": {"expression": question}})
+        + "\n</tool_call>"
+    )
+
+
+def instantiate_like_verl(run, tokenizer, server):
+    """What AgentLoopWorker does: register from agent_loop.yaml, then hydra-instantiate per sample."""
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    for entry in OmegaConf.load(run.final.actor_rollout_ref.rollout.agent.agent_loop_config_path):
+        _agent_loop_registry[entry.name] = entry
+    return hydra.utils.instantiate(
+        config=_agent_loop_registry["aworld_agent"],
+        trainer_config=DictConfigWrap(config=run.final),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type="llama",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(run.final.data),
+        tools=ToolListWrap([]),
+    )
+
+
+def row_kwargs(run, index=0):
+    import pyarrow.parquet as pq
+
+    row = pq.read_table(run.folder / "train.parquet").to_pylist()[index]
+    kwargs = {k: v for k, v in row.items() if k not in ("prompt", "agent_name")}
+    kwargs["raw_prompt"] = row["prompt"]
+    return kwargs
+
+
+@pytest.fixture
+def verl_run(tmp_path, calculator_server, monkeypatch):
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {
+        "backend": "verl",
+        "model": "embedded:smollm2-135m",
+        "rollout": {"tool_block": "never", "max_response_tokens": 300},
+        "verl": {"data": {"max_prompt_length": 1024}},
+    }
+    return render(trainer_for(tmp_path, config))
+
+
+def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
+    server = FakeLLMServerClient(tokenizer, calculator_reply)
+    loop = instantiate_like_verl(verl_run, tokenizer, server)
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+    out = asyncio.run(loop.run(sampling, **row_kwargs(verl_run)))
+    assert out.reward_score == 1.0 and out.extra_fields["aworld_status"] == "ok"
+    assert len({c[0] for c in server.calls}) == 1  # one sticky request id per episode
+    assert all(c[2]["max_tokens"] <= 300 for c in server.calls)
+    # exact ids: the first prompt is the prompt; the mask-1 tokens are exactly what the server sampled
+    assert out.prompt_ids == server.calls[0][1]
+    sampled = [t for t, m in zip(out.response_ids, out.response_mask, strict=True) if m]
+    assert sampled == [t for ids in server.outputs for t in ids] and 0 in out.response_mask
+    # and every later prompt is a prefix of prompt + response
+    for _, prompt, _ in server.calls[1:]:
+        assert (out.prompt_ids + out.response_ids)[: len(prompt)] == prompt
+    assert out.response_logprobs == [(-0.25 if m else 0.0) for m in out.response_mask]
+    assert "<tool_response>\n3\n</tool_response>" in tokenizer.decode(out.response_ids)
+    assert set(out.extra_fields["reward_extra_info"]) == {
+        "status",
+        "num_tool_calls",
+        "tool_errors",
+        "segments",
+        "truncated",
+        "reward_extras",
+    }
+
+
+def test_failed_episode_has_an_all_zero_mask(verl_run, tokenizer):
+    def hang_forever(_):
+        raise RuntimeError("server lost")
+
+    loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, hang_forever))
+    out = asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run)))
+    assert out.extra_fields["aworld_status"] == "error" and set(out.response_mask) == {0}
+    assert out.reward_score == 0.0
+
+
+def test_outputs_pass_verls_v0_postprocess_and_v1_as_dict(verl_run, tokenizer):
+    import torch
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.utils.config import omega_conf_to_dataclass
+
+    loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, calculator_reply))
+    outputs = [asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run, i))) for i in range(2)]
+
+    as_dict = outputs[0].as_dict()
+    assert torch.equal(as_dict["responses"], torch.tensor(outputs[0].response_ids))
+    assert torch.equal(as_dict["response_mask"], torch.tensor(outputs[0].response_mask))
+
+    # V0: the worker's own padding/post-processing, on a worker built without Ray
+    worker = object.__new__(AgentLoopWorker)
+    worker.config = verl_run.final
+    worker.rollout_config = omega_conf_to_dataclass(verl_run.final.actor_rollout_ref.rollout)
+    worker.tokenizer, worker.processor = tokenizer, None
+    worker.mm_processor_kwargs = {}
+    worker.reward_loop_worker_handles = None
+    worker.distillation_enabled = False
+    internal = [
+        asyncio.run(worker._agent_loop_postprocess(o, False, **row_kwargs(verl_run, i)))
+        for i, o in enumerate(outputs)
+    ]
+    batch = worker._postprocess(internal)
+    response_length = worker.rollout_config.response_length
+    assert batch.batch["responses"].shape == (2, response_length)
+    for i, out in enumerate(outputs):
+        n = len(out.response_ids)
+        assert batch.batch["responses"][i, :n].tolist() == out.response_ids
+        assert batch.batch["response_mask"][i, :n].tolist() == out.response_mask
+        assert batch.batch["rm_scores"][i].sum().item() == out.reward_score == 1.0
+    assert list(batch.non_tensor_batch["status"]) == ["ok", "ok"]
+
+
+# -- parity with verl's ToolAgentLoop ----------------------------------------------------------
+
+# ChatML with tool support that names the tools in the system turn. Names only: the two loops get
+# their JSON schemas from different sources (MCP vs verl's tool registry), whose key order differs.
+PARITY_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m.role == 'system' %}<|im_start|>system\n{{ m.content }}"
+    "{% if tools %}\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}{% endif %}<|im_end|>\n"
+    "{% elif m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant\n{{ m.content }}"
+    "{% for c in m.tool_calls %}<tool_call>\n"
+    '{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n'
+    "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+CALC_TOOL = '''
+from verl.tools.function_tool import function_tool
+
+from aworld_train.env.calculator import evaluate
+
+
+@function_tool
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression.
+
+    Args:
+        expression: the expression
+    """
+    return evaluate(expression)
+
+
+@function_tool
+def last_result() -> str:
+    """The result of this conversation's previous calculation."""
+    return ""
+'''
+
+
+def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator_server, monkeypatch):
+    import copy
+
+    from hydra import compose, initialize_config_dir
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+    from verl.tools.tool_registry import load_all_tools
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from aworld_train.agent_spec import load_agent_spec
+    from aworld_train.agents.calculator import SYSTEM_PROMPT, build_agent
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = PARITY_TEMPLATE
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+
+    # ours: the calculator agent without few-shot turns, rendered for verl
+    spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
+    trainer = trainer_for(tmp_path, {"backend": "verl", "rollout": {"tool_block": "never"}}, agent=spec)
+    run = render(trainer)
+    ours_server = FakeLLMServerClient(tok, calculator_reply)
+    ours = asyncio.run(instantiate_like_verl(run, tok, ours_server).run(sampling, **row_kwargs(run)))
+
+    # verl's ToolAgentLoop with an equivalent function tool, the same system prompt and replies
+    tool_file = tmp_path / "calc_tool.py"
+    tool_file.write_text(CALC_TOOL)
+    import verl
+
+    config_dir = str(__import__("pathlib").Path(verl.__file__).parent / "trainer" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(
+            config_name="ppo_trainer",
+            overrides=[
+                "actor_rollout_ref.rollout.name=vllm",
+                "actor_rollout_ref.rollout.multi_turn.format=hermes",
+                f"data.max_response_length={run.final.data.max_response_length}",
+            ],
+        )
+    raw_prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "What is 1 * 3?"}]
+
+    async def run_tool_agent_loop():
+        loop = ToolAgentLoop(  # it binds the running event loop at construction
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=FakeLLMServerClient(tok, calculator_reply),
+            tokenizer=tok,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            hf_model_type="qwen2",
+            tools=ToolListWrap(load_all_tools(tool_config_path=None, function_tool_path=str(tool_file))),
+        )
+        return await loop.run(sampling, raw_prompt=raw_prompt, extra_info={}, tools_kwargs={}, index=0)
+
+    theirs = asyncio.run(run_tool_agent_loop())
+
+    assert ours.reward_score == 1.0
+    assert ours.prompt_ids == theirs.prompt_ids
+    assert ours.response_ids == theirs.response_ids
+    assert ours.response_mask == theirs.response_mask
+
+
+def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, capsys):
+    """`run` starts verl's entry point in a subprocess, streams its output into verl.log and returns its exit status.
+    (The command itself is replaced: main_ppo needs GPUs.)"""
+    import sys
+
+    from aworld_train.backends import verl as verl_backend
+
+    monkeypatch.setattr(
+        verl_backend.RenderedRun,
+        "command",
+        lambda self: [sys.executable, "-c", "print('step:1 - reward 0.5'); raise SystemExit(3)"],
+    )
+    result = trainer_for(tmp_path, {"backend": "verl"}).train()
+    assert result["returncode"] == 3
+    assert "step:1 - reward 0.5" in (tmp_path / "run" / "verl.log").read_text()
+    assert "step:1 - reward 0.5" in capsys.readouterr().err

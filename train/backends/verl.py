@@ -1,0 +1,283 @@
+"""backend: verl: render the run folder, then launch `python -m verl.trainer.main_ppo`.
+
+The final config is verl's own defaults, plus the user's native `verl:` keys,
+plus values derived from the common config and the trainer's inputs. The rules:
+a value the user gave wins; an absent, empty or `auto` value is filled; a user
+value that contradicts the common section is an error. Nothing is left at
+verl's example defaults (gsm8k paths, its reward) without the user saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from aworld_train.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aworld_train.trainer import AgentTrainer
+
+AGENT_NAME = "aworld_agent"
+_BLANK = (None, "", "auto", "???")
+
+
+def verl_config_dir() -> Path:
+    try:
+        import verl
+    except ImportError:
+        raise ConfigError("backend 'verl' needs the verl extra: pip install 'aworld-train[verl]'") from None
+    return Path(verl.__file__).parent / "trainer" / "config"
+
+
+def _get(tree: dict[str, Any], dotted: str) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+@dataclass
+class Derived:
+    """One value we fill in verl's config, and the common-config field it comes from (if any)."""
+
+    key: str
+    value: Any
+    common: str | None = None  # e.g. "algorithm.group_size"; set => contradictions are errors
+
+
+def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list[Derived]:
+    cfg = trainer.config
+    algo, rollout = cfg.algorithm, cfg.rollout
+    reward_path, _, reward_name = trainer.reward.reference.rpartition(":")
+    reward_file = _module_file(reward_path)
+    response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_turns * 2
+    return [
+        Derived("data.train_files", str(folder / "train.parquet"), "data.train"),
+        Derived("data.val_files", str(folder / "val.parquet"), "data.test"),
+        Derived("data.train_batch_size", cfg.data.batch_size, "data.batch_size"),
+        Derived("data.max_response_length", response_length, "rollout.max_response_tokens"),
+        Derived("actor_rollout_ref.model.path", model_path, "model"),
+        Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
+        Derived("actor_rollout_ref.rollout.name", "vllm"),
+        Derived("actor_rollout_ref.rollout.temperature", rollout.temperature, "rollout.temperature"),
+        Derived("actor_rollout_ref.rollout.calculate_log_probs", True),
+        Derived("actor_rollout_ref.rollout.multi_turn.enable", True),
+        Derived("actor_rollout_ref.rollout.agent.agent_loop_config_path", str(folder / "agent_loop.yaml")),
+        Derived("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_NAME),
+        Derived("actor_rollout_ref.actor.optim.lr", algo.lr, "algorithm.lr"),
+        Derived("actor_rollout_ref.actor.clip_ratio_low", algo.clip_low, "algorithm.clip_low"),
+        Derived("actor_rollout_ref.actor.clip_ratio_high", algo.clip_high, "algorithm.clip_high"),
+        Derived("actor_rollout_ref.actor.use_kl_loss", algo.kl_coef > 0, "algorithm.kl_coef"),
+        Derived("actor_rollout_ref.actor.kl_loss_coef", algo.kl_coef, "algorithm.kl_coef"),
+        Derived("actor_rollout_ref.actor.kl_loss_type", "low_var_kl"),
+        Derived("actor_rollout_ref.actor.loss_agg_mode", algo.loss_agg_mode, "algorithm.loss_agg_mode"),
+        Derived("actor_rollout_ref.actor.ppo_mini_batch_size", cfg.data.batch_size),
+        # token-budgeted micro-batches: agent trajectories vary too much in length for fixed sizes
+        Derived("actor_rollout_ref.actor.use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("algorithm.adv_estimator", "grpo", "algorithm.name"),
+        Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
+        Derived("reward.custom_reward_function.path", reward_file, "reward.fn"),
+        Derived("reward.custom_reward_function.name", reward_name, "reward.fn"),
+        Derived("trainer.default_local_dir", str(Path(cfg.trainer.run_dir).resolve() / "checkpoints")),
+        Derived("trainer.total_training_steps", cfg.trainer.steps, "trainer.steps"),
+        Derived("trainer.save_freq", cfg.trainer.save_every or -1, "trainer.save_every"),
+        Derived("trainer.test_freq", cfg.trainer.eval_every or -1, "trainer.eval_every"),
+        Derived("trainer.val_before_train", cfg.trainer.eval_before, "trainer.eval_before"),
+        Derived("trainer.project_name", "aworld-train"),
+        Derived("trainer.experiment_name", Path(cfg.trainer.run_dir).name),
+        Derived("trainer.logger", ["console"]),
+    ]
+
+
+def _module_file(module_or_path: str) -> str:
+    if module_or_path.endswith(".py"):
+        return str(Path(module_or_path).resolve())
+    import importlib
+
+    return str(Path(importlib.import_module(module_or_path).__file__).resolve())
+
+
+def _explicit(trainer: AgentTrainer, common: str) -> bool:
+    """Did the user set this common-config field (rather than leave the default)?"""
+    section, _, field = common.partition(".")
+    cfg = trainer.config
+    if not field:
+        return section in cfg.model_fields_set
+    if section == "data" and field in ("train", "test"):
+        return trainer.train_tasks != [] if field == "train" else trainer.test_tasks != []
+    node = getattr(cfg, section)
+    return section in cfg.model_fields_set and field in node.model_fields_set
+
+
+def merge_native(trainer: AgentTrainer, folder: Path, model_path: str) -> dict[str, Any]:
+    """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
+    native = json.loads(json.dumps(trainer.config.verl))
+    legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
+    if isinstance(legacy, dict):
+        for key, value in legacy.items():
+            if _get(native, f"reward.custom_reward_function.{key}") in _BLANK:
+                _set(native, f"reward.custom_reward_function.{key}", value)
+    for item in derived_values(trainer, folder, model_path):
+        given = _get(native, item.key)
+        if given in _BLANK or given == [] or given == {}:
+            _set(native, item.key, item.value)
+        elif item.common and _explicit(trainer, item.common) and not _same(given, item.value, item.key):
+            raise ConfigError(
+                f"verl.{item.key}={given!r} contradicts {item.common} (which gives {item.value!r}); "
+                f"set one of them, or make them agree"
+            )
+    return native
+
+
+def _same(given: Any, derived: Any, key: str) -> bool:
+    if key in ("data.train_files", "data.val_files"):
+        return True  # the user's own files win; our parquet is then not used
+    try:
+        return float(given) == float(derived)
+    except (TypeError, ValueError):
+        return given == derived
+
+
+def compose(native: dict[str, Any]) -> Any:
+    """verl's ppo_trainer defaults with `native` merged in; unknown keys are errors."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        base = hydra_compose(config_name="ppo_trainer")
+    OmegaConf.set_struct(base, True)
+    try:
+        return OmegaConf.merge(base, OmegaConf.create(native))
+    except ConfigKeyError as exc:
+        raise ConfigError(
+            f"verl config: {exc}".split("\n")[0] + " (not a key of verl's ppo_trainer config)"
+        ) from None
+
+
+def validate(final) -> None:
+    """verl's own dataclasses check the sections our loop and its workers read."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    try:
+        omega_conf_to_dataclass(final.actor_rollout_ref.rollout)
+        omega_conf_to_dataclass(final.actor_rollout_ref.actor)
+    except Exception as exc:
+        raise ConfigError(f"verl rejects the rendered config: {exc}") from None
+
+
+def _ground_truth_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def write_parquet(tasks, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for index, task in enumerate(tasks):
+        prompt = ([{"role": "system", "content": task.system}] if task.system else []) + [
+            {"role": "user", "content": task.user_turns[0]}
+        ]
+        rows.append(
+            {
+                "prompt": prompt,
+                "data_source": task.data_source,
+                "agent_name": AGENT_NAME,
+                "reward_model": {"style": "rule", "ground_truth": _ground_truth_text(task.ground_truth)},
+                "extra_info": {
+                    "index": index,
+                    "task_id": task.id,
+                    "user_turns": task.user_turns,
+                    "ground_truth_json": json.dumps(task.ground_truth),
+                    "user_extra_info": json.dumps(task.extra_info, default=str),
+                },
+            }
+        )
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@dataclass
+class RenderedRun:
+    folder: Path
+    config_path: Path
+    final: Any
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "verl.trainer.main_ppo",
+            f"--config-path={self.folder}",
+            f"--config-name={self.config_path.stem}",
+        ]
+
+
+def render(trainer: AgentTrainer) -> RenderedRun:
+    from omegaconf import OmegaConf
+
+    from aworld_train.models import resolve_model_path
+
+    cfg = trainer.config
+    folder = (Path(cfg.trainer.run_dir) / "verl").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = str(resolve_model_path(cfg.model))
+    final = compose(merge_native(trainer, folder, model_path))
+    validate(final)
+    write_parquet(trainer.train_tasks, folder / "train.parquet")
+    write_parquet(trainer.test_tasks or trainer.train_tasks, folder / "val.parquet")
+    spec_path = trainer.spec.write(folder / "agent_spec.yaml")
+    rollout = cfg.rollout.model_dump(mode="json")
+    loop_entry = {
+        "name": AGENT_NAME,
+        "_target_": "aworld_train.backends.verl_loop.AWorldAgentLoop",
+        "spec_path": str(spec_path),
+        "reward": trainer.reward.reference,
+        "rollout": rollout,
+    }
+    (folder / "agent_loop.yaml").write_text(yaml.safe_dump([loop_entry], sort_keys=False))
+    config_path = folder / "verl_config.yaml"
+    OmegaConf.save(final, config_path, resolve=False)
+    (Path(cfg.trainer.run_dir) / "config.yaml").write_text(cfg.render())
+    return RenderedRun(folder, config_path, final)
+
+
+def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
+    run = render(trainer)
+    command = run.command()
+    if resume:
+        command.append("trainer.resume_mode=auto")
+    log_path = Path(trainer.config.trainer.run_dir) / "verl.log"
+    print(f"launching: {' '.join(command)}\nlog: {log_path}", file=sys.stderr)
+    from aworld_train.runtime import running_envs
+
+    # the MCP servers the config names run beside verl; its workers inherit their URLs
+    with running_envs(trainer.config.env, trainer.config.trainer.run_dir), log_path.open("a") as log:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:
+                sys.stderr.write(line)
+                log.write(line)
+            returncode = proc.wait()
+    return {"backend": "verl", "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

@@ -1,0 +1,154 @@
+"""AWorldAgentLoop: verl's agent loop that runs an AWorld agent through our Episode.
+
+verl instantiates it from the run's agent_loop.yaml for every sample. The
+agent's LLM calls go to verl's `LLMServerClient.generate` with one sticky
+request id per episode; the ledger's ids, mask and logprobs come back as
+`AgentLoopOutput`, truncated consistently to `response_length`. A failed episode
+yields an all-zero mask and a status, never invented text.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+
+from aworld_train.agent_spec import load_agent_spec
+from aworld_train.chat import ChatRenderer
+from aworld_train.config import RolloutConfig
+from aworld_train.episode import Episode, RolloutRuntime
+from aworld_train.models import stop_token_ids
+from aworld_train.policy import Generation, SamplingParams
+from aworld_train.reward import RewardFunction
+from aworld_train.trajectory import Task, Trajectory
+
+AGENT_NAME = "aworld_agent"
+# The same keys for every sample: verl stacks reward_extra_info across the batch.
+REWARD_EXTRA_KEYS = ("status", "num_tool_calls", "tool_errors", "segments", "truncated", "reward_extras")
+
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
+
+
+class VerlServerPolicy:
+    """PolicyClient over verl's LLMServerClient: one request id for the whole episode."""
+
+    def __init__(self, server, base_params: dict[str, Any]) -> None:
+        self.server = server
+        self.request_id = uuid.uuid4().hex
+        self.base_params = dict(base_params)
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        params = {**self.base_params, "max_tokens": sampling.max_new_tokens, "logprobs": True}
+        out = await self.server.generate(
+            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params
+        )
+        ids = list(out.token_ids)
+        logprobs = list(out.log_probs) if out.log_probs is not None else None
+        if logprobs is None or len(logprobs) != len(ids):
+            raise RuntimeError(
+                "verl's server returned no logprob per token; set actor_rollout_ref.rollout.calculate_log_probs=true"
+            )
+        finish = _FINISH.get(
+            str(getattr(out, "stop_reason", None) or ""),
+            "length" if len(ids) >= sampling.max_new_tokens else "stop",
+        )
+        return Generation(ids, logprobs, finish)  # type: ignore[arg-type]
+
+
+def task_from_row(kwargs: dict[str, Any]) -> Task:
+    """The dataset row verl passes to `run` back into our Task."""
+    extra = dict(kwargs.get("extra_info") or {})
+    raw_prompt = list(kwargs.get("raw_prompt") or [])
+    turns = list(extra.get("user_turns") or [m["content"] for m in raw_prompt if m.get("role") == "user"])
+    system = next((m["content"] for m in raw_prompt if m.get("role") == "system"), None)
+    reward_model = kwargs.get("reward_model") or {}
+    truth = (
+        json.loads(extra["ground_truth_json"])
+        if "ground_truth_json" in extra
+        else reward_model.get("ground_truth")
+    )
+    return Task(
+        id=str(extra.get("task_id", kwargs.get("index", ""))),
+        user_turns=turns,
+        ground_truth=truth,
+        system=system,
+        data_source=str(kwargs.get("data_source", "aworld_train")),
+        extra_info=json.loads(extra.get("user_extra_info") or "{}"),
+        row={k: v for k, v in kwargs.items() if k not in ("raw_prompt",)},
+    )
+
+
+def to_agent_loop_output(
+    traj: Trajectory, prompt_fallback: list[int], response_length: int, pad_id: int, train_on_malformed: bool
+) -> AgentLoopOutput:
+    seg = traj.segments[0] if traj.segments else None
+    if seg is None or not seg.response_ids:
+        prompt_ids = seg.prompt_ids if seg else prompt_fallback
+        response_ids, mask, logprobs = [pad_id], [0], [0.0]
+    else:
+        prompt_ids = seg.prompt_ids
+        response_ids = seg.response_ids[:response_length]
+        logprobs = seg.response_logprobs[:response_length]
+        mask = seg.response_mask[:response_length]
+        if not traj.trainable(train_on_malformed):
+            mask = [0] * len(mask)
+    extra_info = {
+        "status": traj.status,
+        "num_tool_calls": len(traj.tool_calls),
+        "tool_errors": sum(c.error for c in traj.tool_calls),
+        "segments": len(traj.segments),
+        "truncated": bool(seg and len(seg.response_ids) > response_length),
+        "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
+    }
+    policy_s = traj.timings.get("policy_s", 0.0)
+    return AgentLoopOutput(
+        prompt_ids=list(prompt_ids),
+        response_ids=list(response_ids),
+        response_mask=list(mask),
+        response_logprobs=list(logprobs),
+        reward_score=float(traj.reward or 0.0),
+        num_turns=traj.num_turns,
+        metrics=AgentLoopMetrics(
+            generate_sequences=policy_s, tool_calls=max(0.0, traj.timings.get("total_s", 0.0) - policy_s)
+        ),
+        extra_fields={"reward_extra_info": extra_info, "aworld_status": traj.status},
+    )
+
+
+class AWorldAgentLoop(AgentLoopBase):
+    def __init__(
+        self,
+        *args,
+        spec_path: str,
+        rollout: dict[str, Any] | None = None,
+        reward: str | None = None,
+        **kwargs,
+    ) -> None:
+        kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
+        super().__init__(*args, **kwargs)
+        self.spec = load_agent_spec(spec_path)
+        verl_rollout = self.rollout_config
+        self.response_length = int(verl_rollout.response_length)
+        self.prompt_length = int(verl_rollout.prompt_length)
+        settings = dict(rollout or {})
+        settings["max_response_tokens"] = self.response_length
+        settings.setdefault("max_total_tokens", self.prompt_length + self.response_length)
+        self.settings = RolloutConfig(**settings)
+        self.reward = RewardFunction.load(reward) if reward else None
+        self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
+        self.stop_ids = stop_token_ids(self.tokenizer)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        task = task_from_row(kwargs)
+        policy = VerlServerPolicy(self.server_manager, sampling_params)
+        runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
+        traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.request_id).run()
+        fallback = self.tokenizer.encode(
+            task.user_turns[0] if task.user_turns else "", add_special_tokens=False
+        )
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return to_agent_loop_output(
+            traj, fallback, self.response_length, pad, self.settings.train_on_malformed
+        )
