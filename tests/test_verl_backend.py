@@ -84,15 +84,37 @@ def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
 
 
 def test_user_set_paths_are_kept(tmp_path):
+    import reward_fixtures
+
     native = yaml.safe_load(GAIA_STYLE)
     native["data"]["train_files"] = "/data/gaia/train.parquet"
-    native["custom_reward_function"] = {"path": "/code/my_reward.py", "name": "gaia_reward"}
+    native["data"]["val_files"] = "/data/gaia/val.parquet"
+    native["custom_reward_function"] = {"path": reward_fixtures.__file__, "name": "verl_style"}
     native["trainer"]["default_local_dir"] = "/ckpt/gaia"
-    run = render(trainer_for(tmp_path, native))
+    # the YAML names the data and the reward itself: no dataset or reward_func is needed
+    run = render(trainer_for(tmp_path, native, reward_func=None, train_dataset=None, test_dataset=None))
     assert run.final.data.train_files == "/data/gaia/train.parquet"
-    assert run.final.reward.custom_reward_function.path == "/code/my_reward.py"
-    assert run.final.reward.custom_reward_function.name == "gaia_reward"
+    assert run.final.data.val_files == "/data/gaia/val.parquet"
+    assert run.final.reward.custom_reward_function.path == reward_fixtures.__file__
+    assert run.final.reward.custom_reward_function.name == "verl_style"
     assert run.final.trainer.default_local_dir == "/ckpt/gaia"
+    assert not (run.folder / "train.parquet").exists()
+    assert yaml.safe_load((run.folder / "agent_loop.yaml").read_text())[0]["reward"].endswith(
+        "reward_fixtures.py:verl_style"
+    )
+
+
+def test_a_dataset_and_native_files_at_once_is_a_contradiction(tmp_path):
+    native = yaml.safe_load(GAIA_STYLE)
+    native["data"]["train_files"] = "/data/gaia/train.parquet"
+    with pytest.raises(
+        ConfigError, match="verl.data.train_files='/data/gaia/train.parquet' contradicts data.train"
+    ):
+        render(trainer_for(tmp_path, native))
+    native = yaml.safe_load(GAIA_STYLE)
+    native["custom_reward_function"] = {"path": "/code/other.py", "name": "other"}
+    with pytest.raises(ConfigError, match="contradicts reward.fn"):
+        render(trainer_for(tmp_path, native))
 
 
 def test_no_config_uses_our_dataset_and_reward_never_verls_examples(tmp_path):

@@ -125,7 +125,9 @@ def _explicit(trainer: AgentTrainer, common: str) -> bool:
     if not field:
         return section in cfg.model_fields_set
     if section == "data" and field in ("train", "test"):
-        return trainer.train_tasks != [] if field == "train" else trainer.test_tasks != []
+        return bool(trainer.train_tasks if field == "train" else trainer.test_tasks)
+    if common == "reward.fn":
+        return True  # the trainer always runs one reward function: verl's must be the same
     node = getattr(cfg, section)
     return section in cfg.model_fields_set and field in node.model_fields_set
 
@@ -151,8 +153,8 @@ def merge_native(trainer: AgentTrainer, folder: Path, model_path: str) -> dict[s
 
 
 def _same(given: Any, derived: Any, key: str) -> bool:
-    if key in ("data.train_files", "data.val_files"):
-        return True  # the user's own files win; our parquet is then not used
+    if key == "reward.custom_reward_function.path":
+        return Path(str(given)).resolve() == Path(str(derived)).resolve()
     try:
         return float(given) == float(derived)
     except (TypeError, ValueError):
@@ -246,8 +248,10 @@ def render(trainer: AgentTrainer) -> RenderedRun:
     model_path = str(resolve_model_path(cfg.model))
     final = compose(merge_native(trainer, folder, model_path))
     validate(final)
-    write_parquet(trainer.train_tasks, folder / "train.parquet")
-    write_parquet(trainer.test_tasks or trainer.train_tasks, folder / "val.parquet")
+    if trainer.train_tasks:
+        write_parquet(trainer.train_tasks, folder / "train.parquet")
+    if trainer.test_tasks or trainer.train_tasks:
+        write_parquet(trainer.test_tasks or trainer.train_tasks, folder / "val.parquet")
     spec_path = trainer.spec.write(folder / "agent_spec.yaml")
     rollout = cfg.rollout.model_dump(mode="json")
     loop_entry = {
