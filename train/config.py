@@ -65,7 +65,6 @@ class RolloutConfig(_Section):
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
     )
-    seed: int = 0
 
 
 class DataConfig(_Section):
@@ -83,7 +82,6 @@ class RewardConfig(_Section):
 
 class EnvServerConfig(_Section):
     name: str
-    transport: Literal["http", "stdio"] = "http"
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
 
 
@@ -107,7 +105,9 @@ class TrainConfig(_Section):
     data: DataConfig = Field(default_factory=DataConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    env: list[EnvServerConfig] = Field(default_factory=list, description="MCP servers the run starts")
+    env: list[EnvServerConfig] = Field(
+        default_factory=list, description="MCP servers the run starts over HTTP on 127.0.0.1"
+    )
     verl: dict[str, Any] = Field(default_factory=dict)
     areal: dict[str, Any] = Field(default_factory=dict)
 

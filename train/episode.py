@@ -56,7 +56,6 @@ class Episode:
         runtime: RolloutRuntime,
         reward: RewardFunction | None = None,
         episode_id: str | None = None,
-        sampling_seed: int | None = None,
     ) -> None:
         self.spec = spec
         self.task = task
@@ -71,7 +70,6 @@ class Episode:
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
-        self._sampling_seed = sampling_seed
 
     # -- ending -------------------------------------------------------------
     def _end(self, status: str, error: str | None = None) -> None:
@@ -145,14 +143,17 @@ class Episode:
             )
             budget = min(budget, self.cfg.max_response_tokens - used)
         if budget <= 0:
-            self._end("truncated", f"the conversation reached max_total_tokens={self.cfg.max_total_tokens}")
+            self._end(
+                "truncated",
+                f"no tokens left (max_total_tokens={self.cfg.max_total_tokens}, "
+                f"max_response_tokens={self.cfg.max_response_tokens})",
+            )
             return await self._hold()
         sampling = SamplingParams(
             max_new_tokens=min(self.cfg.max_new_tokens, budget),
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
-            seed=self._sampling_seed,
         )
         started = time.perf_counter()
         gen = await self.runtime.policy.generate(prompt_ids, sampling)

@@ -28,8 +28,6 @@ def running_envs(
     urls: dict[str, str] = {}
     try:
         for server in servers:
-            if server.transport != "http":
-                continue  # stdio servers are started by AWorld's MCP client itself
             log = Path(log_dir) / f"env-{server.name}.log" if log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)

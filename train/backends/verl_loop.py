@@ -134,7 +134,10 @@ class AWorldAgentLoop(AgentLoopBase):
         self.prompt_length = int(verl_rollout.prompt_length)
         settings = dict(rollout or {})
         settings["max_response_tokens"] = self.response_length
-        settings.setdefault("max_total_tokens", self.prompt_length + self.response_length)
+        # verl's lengths bound the episode; our own default must not cut it shorter
+        settings["max_total_tokens"] = max(
+            int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
+        )
         self.settings = RolloutConfig(**settings)
         self.reward = RewardFunction.load(reward) if reward else None
         self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
