@@ -64,19 +64,15 @@ class FakeServer:
 
 
 def verl_config(max_response: int = 512):
-    import verl
-    from hydra import compose, initialize_config_dir
+    from aworld_train.backends.verl import verl_defaults
 
-    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(
-            config_name="ppo_trainer",
-            overrides=[
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.multi_turn.format=hermes",
-                f"data.max_response_length={max_response}",
-            ],
-        )
+    return verl_defaults(
+        [
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.multi_turn.format=hermes",
+            f"data.max_response_length={max_response}",
+        ]
+    )
 
 
 async def run_verl(tokenizer, server, cfg, tools, n: int, concurrency: int) -> float:

@@ -88,24 +88,19 @@ def test_equal_to_verls_own_functions_where_verl_is_installed():
     verl also applies dual-clip (clip_ratio_c=3) for negative advantages; the ratios here stay below 3.
     """
     core = pytest.importorskip("verl.trainer.ppo.core_algos")
-    import pathlib
-
     import numpy as np
-    import verl
-    from hydra import compose, initialize_config_dir
     from verl.utils.config import omega_conf_to_dataclass
 
-    config_dir = str(pathlib.Path(verl.__file__).parent / "trainer" / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose(
-            config_name="ppo_trainer",
-            overrides=[
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-                "actor_rollout_ref.actor.clip_ratio_low=0.2",
-                "actor_rollout_ref.actor.clip_ratio_high=0.28",
-            ],
-        )
+    from aworld_train.backends.verl import verl_defaults
+
+    cfg = verl_defaults(
+        [
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.actor.clip_ratio_low=0.2",
+            "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        ]
+    )
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     torch.manual_seed(0)
     logp, old = torch.randn(4, 6) * 0.3 - 1, torch.randn(4, 6) * 0.3 - 1

@@ -14,7 +14,7 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
-from aworld_train.backends.verl import render  # noqa: E402
+from aworld_train.backends.verl import render, verl_defaults  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
 
 AGENT = "aworld_train.agents.calculator:build_agent"
@@ -362,7 +362,6 @@ def last_result() -> str:
 def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator_server, monkeypatch):
     import copy
 
-    from hydra import compose, initialize_config_dir
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
     from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
     from verl.tools.tool_registry import load_all_tools
@@ -386,18 +385,13 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     # verl's ToolAgentLoop with an equivalent function tool, the same system prompt and replies
     tool_file = tmp_path / "calc_tool.py"
     tool_file.write_text(CALC_TOOL)
-    import verl
-
-    config_dir = str(__import__("pathlib").Path(verl.__file__).parent / "trainer" / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose(
-            config_name="ppo_trainer",
-            overrides=[
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.multi_turn.format=hermes",
-                f"data.max_response_length={run.final.data.max_response_length}",
-            ],
-        )
+    cfg = verl_defaults(
+        [
+            "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.multi_turn.format=hermes",
+            f"data.max_response_length={run.final.data.max_response_length}",
+        ]
+    )
     raw_prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "What is 1 * 3?"}]
 
     async def run_tool_agent_loop():

@@ -161,15 +161,21 @@ def _same(given: Any, derived: Any, key: str) -> bool:
         return given == derived
 
 
-def compose(native: dict[str, Any]) -> Any:
-    """verl's ppo_trainer defaults with `native` merged in; unknown keys are errors."""
+def verl_defaults(overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """verl's own `ppo_trainer` config, composed by Hydra as main_ppo would (no GPU needed)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def compose(native: dict[str, Any]) -> Any:
+    """verl's ppo_trainer defaults with `native` merged in; unknown keys are errors."""
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError
 
-    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        base = hydra_compose(config_name="ppo_trainer")
+    base = verl_defaults()
     OmegaConf.set_struct(base, True)
     try:
         return OmegaConf.merge(base, OmegaConf.create(native))
