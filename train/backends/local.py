@@ -39,7 +39,7 @@ def batch_for_step(tasks: list[Task], step: int, batch_size: int, seed: int) -> 
     return out
 
 
-def rollout_metrics(trajs: list[Trajectory]) -> dict[str, Any]:
+def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -> dict[str, Any]:
     n = max(len(trajs), 1)
     rewards = [t.reward or 0.0 for t in trajs]
     response_tokens = [sum(sum(s.response_mask) for s in t.segments) for t in trajs]
@@ -51,7 +51,7 @@ def rollout_metrics(trajs: list[Trajectory]) -> dict[str, Any]:
         "sampled_tokens_mean": sum(response_tokens) / n,
         "episode_s_mean": statistics.fmean(t.timings.get("total_s", 0.0) for t in trajs) if trajs else 0.0,
         "statuses": dict(Counter(t.status for t in trajs)),
-        "trainable_rate": 0.0,
+        "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,
     }
 
 
@@ -144,10 +144,7 @@ class LocalTraining:
         )
         learn_started = time.perf_counter()
         update = self.learner.step(samples)
-        metrics = rollout_metrics(trajs)
-        metrics["trainable_rate"] = sum(t.trainable(cfg.rollout.train_on_malformed) for t in trajs) / max(
-            len(trajs), 1
-        )
+        metrics = rollout_metrics(trajs, cfg.rollout.train_on_malformed)
         metrics.update(update)
         metrics.update(
             {
