@@ -431,3 +431,28 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
     assert result["returncode"] == 3
     assert "step:1 - reward 0.5" in (tmp_path / "run" / "verl.log").read_text()
     assert "step:1 - reward 0.5" in capsys.readouterr().err
+
+
+def test_the_gpu_smoke_models_files_travel_with_the_repo(tmp_path):
+    """scripts/gpu/verl_smoke.sh builds its model from files in the repository and renders the example."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts/gpu/make_tiny_model.py"), str(tmp_path / "tiny")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    model = out.stdout.strip().splitlines()[-1]
+    trainer = AgentTrainer(
+        config=str(root / "examples/calculator/grpo_verl.yaml"),
+        overrides=[f"model={model}", f"trainer.run_dir={tmp_path / 'run'}"],
+        train_dataset=ROWS,
+        test_dataset=ROWS[:2],
+    )
+    run = render(trainer)
+    assert run.final.actor_rollout_ref.model.path == model
+    assert run.final.trainer.n_gpus_per_node == 1
