@@ -9,8 +9,10 @@ readable console, so before AWorld is imported we point its logs into our cache
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import time
 from pathlib import Path
 
 from aworld_train.paths import cache_dir
@@ -67,9 +69,6 @@ async def _wait_for_node(self, timeout: float = 60.0) -> None:
     an episode's wall time against a fast policy. Same contract: the future gets the
     finished node, the error, or a TimeoutError after `timeout` seconds.
     """
-    import asyncio
-    import time
-
     deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
     interval = 0.002
     while time.monotonic() < deadline:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.agent_spec import AgentSpec, build_agent, load_agent_spec
+from aworld_train.backends.verl import native_reward, native_train_files
 from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
 from aworld_train.errors import AgentSpecError, DatasetError
@@ -45,12 +46,12 @@ class AgentTrainer:
         self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
         _check_rebuild(self.spec)
         self.reward = RewardFunction.load(
-            reward_func if reward_func is not None else cfg.reward.fn or _native_reward(cfg)
+            reward_func if reward_func is not None else cfg.reward.fn or native_reward(cfg)
         )
         cfg.reward.fn = self.reward.reference
         train_source = train_dataset if train_dataset is not None else cfg.data.train
         test_source = test_dataset if test_dataset is not None else cfg.data.test
-        if train_source is None and test_source is None and not _native_train_files(cfg):
+        if train_source is None and test_source is None and not native_train_files(cfg):
             raise DatasetError(
                 "no dataset: pass train_dataset/test_dataset or set data.train/data.test in the config"
             )
@@ -72,7 +73,7 @@ class AgentTrainer:
         return load_tasks(source, self.config.data.prompt_key, self.config.data.answer_key, what)
 
     def train(self, resume: bool = False):
-        if not self.train_tasks and not _native_train_files(self.config):
+        if not self.train_tasks and not native_train_files(self.config):
             raise DatasetError("train_dataset is missing: pass train_dataset or set data.train")
         from aworld_train.backends import get_backend
 
@@ -100,24 +101,3 @@ def _check_rebuild(spec: AgentSpec) -> None:
         build_agent(spec, llm={"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"})
     except AgentSpecError as exc:
         raise AgentSpecError(f"agent cannot be rebuilt from its spec, as workers must: {exc}") from None
-
-
-def _native_section(cfg: TrainConfig, *path: str):
-    node = cfg.verl if cfg.backend == "verl" else {}
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if node not in (None, "", "auto") else None
-
-
-def _native_train_files(cfg: TrainConfig) -> bool:
-    """A verl config that names its own parquet files needs no dataset from us."""
-    return _native_section(cfg, "data", "train_files") is not None
-
-
-def _native_reward(cfg: TrainConfig) -> str | None:
-    """The reward a native verl config names (custom_reward_function.path/name), as a reference."""
-    for section in (("reward", "custom_reward_function"), ("custom_reward_function",)):
-        path, name = _native_section(cfg, *section, "path"), _native_section(cfg, *section, "name")
-        if path:
-            return f"{path}:{name or 'compute_score'}"
-    return None

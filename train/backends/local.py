@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import resource
+import shutil
 import statistics
 import time
 from collections import Counter
@@ -123,8 +124,6 @@ class LocalTraining:
         self.tokenizer.save_pretrained(tmp)
         torch.save({"step": step, "learner": self.learner.state_dict()}, tmp / "trainer_state.pt")
         if path.exists():
-            import shutil
-
             shutil.rmtree(path)
         tmp.rename(path)
         return path

@@ -52,6 +52,26 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def native_value(cfg, dotted: str) -> Any:
+    """A key of the user's native `verl:` section; None where absent, empty or `auto`."""
+    value = _get(cfg.verl, dotted) if cfg.backend == "verl" else None
+    return None if value in _BLANK else value
+
+
+def native_train_files(cfg) -> bool:
+    """A verl config that names its own parquet files needs no dataset from us."""
+    return native_value(cfg, "data.train_files") is not None
+
+
+def native_reward(cfg) -> str | None:
+    """The reward a native verl config names (custom_reward_function.path/name), as a reference."""
+    for section in ("reward.custom_reward_function", "custom_reward_function"):
+        path = native_value(cfg, f"{section}.path")
+        if path:
+            return f"{path}:{native_value(cfg, f'{section}.name') or 'compute_score'}"
+    return None
+
+
 @dataclass
 class Derived:
     """One value we fill in verl's config, and the common-config field it comes from (if any)."""

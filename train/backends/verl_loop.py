@@ -24,10 +24,6 @@ from aworld_train.policy import Generation, SamplingParams
 from aworld_train.reward import RewardFunction
 from aworld_train.trajectory import Task, Trajectory
 
-AGENT_NAME = "aworld_agent"
-# The same keys for every sample: verl stacks reward_extra_info across the batch.
-REWARD_EXTRA_KEYS = ("status", "num_tool_calls", "tool_errors", "segments", "truncated", "reward_extras")
-
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
 
 
@@ -94,6 +90,8 @@ def to_agent_loop_output(
         mask = seg.response_mask[:response_length]
         if not traj.trainable(train_on_malformed):
             mask = [0] * len(mask)
+    # The same keys for every sample, whatever the reward function returned: verl stacks
+    # reward_extra_info across the batch (the function's own extras travel as one JSON string).
     extra_info = {
         "status": traj.status,
         "num_tool_calls": len(traj.tool_calls),
