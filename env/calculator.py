@@ -17,7 +17,8 @@ from collections import OrderedDict
 
 from mcp.server.fastmcp import Context, FastMCP
 
-from aworld_train.agent_spec import EPISODE_HEADER
+from aworld_train.env.episode import episode_of
+from aworld_train.env.mcp_fixes import contain_session_errors
 
 MAX_EXPONENT = 1000
 MAX_ABS = 10**100
@@ -111,15 +112,8 @@ class _EpisodeMemory:
         return self._data.get(episode)
 
 
-def _episode_of(ctx: Context | None) -> str:
-    try:
-        request = ctx.request_context.request
-        return request.headers.get(EPISODE_HEADER, "") if request is not None else ""
-    except (AttributeError, ValueError, LookupError):
-        return ""
-
-
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
+    contain_session_errors()
     server = FastMCP("calculator", host=host, port=port)
     memory = _EpisodeMemory()
 
@@ -127,13 +121,13 @@ def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     def calculate(expression: str, ctx: Context) -> str:
         """Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. '(3 + 4) * 12'."""
         result = evaluate(expression)
-        memory.put(_episode_of(ctx), result)
+        memory.put(episode_of(ctx), result)
         return result
 
     @server.tool()
     def last_result(ctx: Context) -> str:
         """The result of this conversation's previous calculation."""
-        value = memory.get(_episode_of(ctx))
+        value = memory.get(episode_of(ctx))
         if value is None:
             raise CalculatorError("no calculation yet in this conversation")
         return value

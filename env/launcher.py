@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import socket
@@ -13,7 +14,13 @@ from pathlib import Path
 
 from aworld_train.errors import ConfigError
 
-SERVERS = {"calculator": "aworld_train.env.calculator:serve"}
+SERVERS = {
+    "calculator": "aworld_train.env.calculator:serve",
+    "gaia": "aworld_train.env.gaia.gateway:serve",
+    "gaia-documents": "aworld_train.env.gaia.documents:serve",
+    "gaia-python": "aworld_train.env.gaia.python_sandbox:serve",
+    "gaia-search": "aworld_train.env.gaia.search:serve",
+}
 
 
 def import_serve(name: str):
@@ -74,27 +81,50 @@ class RunningServer:
         self.stop()
 
 
-def start_server(
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, so a killed gateway leaves no orphans."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn_server(
     name: str,
     port: int = 0,
     host: str = "127.0.0.1",
     log_path: str | Path | None = None,
-    startup_timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+    die_with_parent: bool = False,
 ) -> RunningServer:
-    """Start server `name` over streamable HTTP and wait until it accepts connections."""
+    """Start server `name` over streamable HTTP without waiting for it.
+
+    With `die_with_parent`, the child is ended when the spawning thread's process dies
+    (Linux); spawn from a long-lived thread, since the signal follows the thread.
+    """
     import_serve(name)  # fails early on unknown names
     port = port or free_port(host)
     cmd = [sys.executable, "-m", "aworld_train.env", name, "--port", str(port), "--host", host]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the process
     process = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None,
     )
-    server = RunningServer(name, host, port, process, Path(log_path) if log_path else None)
+    return RunningServer(name, host, port, process, Path(log_path) if log_path else None)
+
+
+def wait_until_listening(server: RunningServer, startup_timeout_s: float = 60.0) -> RunningServer:
+    """Return `server` once it accepts connections; kill it and raise if it exits or takes too long."""
+    name, host, port, process = server.name, server.host, server.port, server.process
     deadline = time.monotonic() + startup_timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(
-                f"env server {name!r} exited with code {process.returncode} while starting; see {log_path}"
+                f"env server {name!r} exited with code {process.returncode} while starting; see {server.log_path}"
             )
         if port_open(host, port):
             return server
@@ -103,3 +133,15 @@ def start_server(
     raise RuntimeError(
         f"env server {name!r} did not accept connections on {host}:{port} within {startup_timeout_s:g}s"
     )
+
+
+def start_server(
+    name: str,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    startup_timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> RunningServer:
+    """Start server `name` over streamable HTTP and wait until it accepts connections."""
+    return wait_until_listening(spawn_server(name, port, host, log_path, env), startup_timeout_s)

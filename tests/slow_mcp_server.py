@@ -1,6 +1,7 @@
 """A misbehaving MCP server for failure tests: `slow` sleeps, `crash` kills the process.
 
-python tests/slow_mcp_server.py PORT
+python tests/slow_mcp_server.py PORT    (streamable HTTP)
+python tests/slow_mcp_server.py stdio
 """
 
 import asyncio
@@ -9,7 +10,8 @@ import sys
 
 from mcp.server.fastmcp import FastMCP
 
-server = FastMCP("slow", host="127.0.0.1", port=int(sys.argv[1]))
+STDIO = sys.argv[1] == "stdio"
+server = FastMCP("slow", host="127.0.0.1", port=0 if STDIO else int(sys.argv[1]))
 
 
 @server.tool()
@@ -26,4 +28,4 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    server.run(transport="streamable-http")
+    server.run(transport="stdio" if STDIO else "streamable-http")

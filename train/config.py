@@ -83,6 +83,7 @@ class RewardConfig(_Section):
 class EnvServerConfig(_Section):
     name: str
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the server process")
 
 
 class TrainerConfig(_Section):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from aworld_train.agent_spec import resolve_env_refs
 from aworld_train.chat import ChatRenderer
 from aworld_train.config import EnvServerConfig, TrainConfig
 from aworld_train.episode import RolloutRuntime
@@ -31,7 +32,9 @@ def running_envs(
             log = Path(log_dir) / f"env-{server.name}.log" if log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
-            running = start_server(server.name, port=server.port, log_path=log)
+            # `${VAR:-default}` in a server's env is resolved here, when the server starts.
+            env = resolve_env_refs(server.env)
+            running = start_server(server.name, port=server.port, log_path=log, env=env)
             started.append(running)
             var = url_variable(server.name)
             previous[var] = os.environ.get(var)

@@ -1,0 +1,173 @@
+"""How the gateway reaches one tool server, and one episode's MCP session to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+from aworld_train.agent_spec import EPISODE_HEADER
+from aworld_train.env.gaia.settings import ToolServer
+from aworld_train.env.launcher import RunningServer, spawn_server, wait_until_listening
+
+log = logging.getLogger("aworld_train.gaia.gateway")
+
+
+class BackendDown(RuntimeError):
+    """The tool server is not running (crashed, disabled, or failed to start)."""
+
+
+class Backend:
+    """One configured tool server: starts it (for `run`), restarts it, opens sessions to it."""
+
+    def __init__(self, name: str, config: ToolServer, log_dir: Path | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.log_dir = log_dir
+        self.status = "starting"
+        self.reason = ""
+        self.restarts = 0
+        self.generation = 0  # bumps on every restart; sessions of older generations are stale
+        self._process: RunningServer | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        missing = self.config.missing_env()
+        if missing:
+            self.status, self.reason = "disabled", f"set {', '.join(missing)} to enable it"
+            return
+        if self.config.kind == "run":
+            await self._spawn()
+        self.status = "ready"
+
+    async def _spawn(self) -> None:
+        log_path = self.log_dir / f"{self.name}.log" if self.log_dir else None
+        # Spawned from the event loop's thread, which lives as long as the gateway: the
+        # child's parent-death signal follows the spawning thread, not the process.
+        process = spawn_server(self.config.run, log_path=log_path, env=self.config.env, die_with_parent=True)
+        self._process = await asyncio.to_thread(wait_until_listening, process)
+
+    def alive(self) -> bool:
+        return self._process is None or self._process.alive()
+
+    async def ensure_running(self) -> None:
+        """Restart a `run` server that died; raise BackendDown for a disabled one."""
+        if self.status == "disabled":
+            raise BackendDown(f"tool server {self.name!r} is disabled: {self.reason}")
+        if self.alive():
+            return
+        async with self._lock:
+            if self.alive():
+                return
+            log.warning(
+                "tool server %r exited (code %s); restarting", self.name, self._process.process.returncode
+            )
+            self.status = "restarting"
+            try:
+                await self._spawn()
+            except Exception as exc:
+                self.status, self.reason = "failed", str(exc)
+                raise BackendDown(f"tool server {self.name!r} could not be restarted: {exc}") from exc
+            self.restarts += 1
+            self.generation += 1
+            self.status = "ready"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.process.pid if self._process else None
+
+    @property
+    def url(self) -> str | None:
+        return self._process.url if self._process else self.config.url
+
+    @asynccontextmanager
+    async def streams(self, episode: str) -> AsyncIterator[tuple]:
+        """The (read, write) streams of a new MCP connection for `episode`."""
+        if self.config.kind == "command":
+            params = StdioServerParameters(
+                command=self.config.command, args=self.config.args,
+                env={**os.environ, **self.config.env, "AWORLD_TRAIN_EPISODE_ID": episode},
+            )  # fmt: skip
+            async with stdio_client(params) as (read, write):
+                yield read, write
+        else:
+            headers = {**self.config.headers, EPISODE_HEADER: episode}
+            async with streamablehttp_client(self.url, headers=headers) as (read, write, _):
+                yield read, write
+
+    async def stop(self) -> None:
+        if self._process is not None:
+            await asyncio.to_thread(self._process.stop, 3.0)
+
+
+class BackendSession:
+    """One episode's MCP session to one backend.
+
+    The session lives in a task of its own: the MCP client's context managers hold anyio
+    cancel scopes, which must be entered and exited by the same task, while tool calls
+    come from whichever request handler task serves them.
+    """
+
+    def __init__(self, backend: Backend, episode: str) -> None:
+        self.backend = backend
+        self.episode = episode
+        self.generation = backend.generation
+        self.session: ClientSession | None = None
+        self.last_used = asyncio.get_running_loop().time()
+        self._ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._close = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def open(self, timeout_s: float) -> BackendSession:
+        self._task = asyncio.create_task(self._own(), name=f"session:{self.backend.name}:{self.episode}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout_s)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _own(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self.backend.streams(self.episode))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                self.session = session
+                self._ready.set_result(None)
+                await self._close.wait()
+        except BaseException as exc:  # reported to the opener; a closed session just ends
+            if not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.session = None
+
+    @property
+    def usable(self) -> bool:
+        return self.session is not None and self.generation == self.backend.generation
+
+    async def call(self, tool: str, arguments: dict, timeout_s: float):
+        self.last_used = asyncio.get_running_loop().time()
+        return await self.session.call_tool(
+            tool, arguments, read_timeout_seconds=timedelta(seconds=timeout_s + 5)
+        )
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        self._close.set()
+        if self._task is not None and not self._task.done():
+            done, _ = await asyncio.wait({self._task}, timeout=timeout_s)
+            if not done:
+                self._task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._task

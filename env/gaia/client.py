@@ -1,0 +1,55 @@
+"""The MCP config an AWorld agent uses to reach the GAIA gateway."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+GATEWAY_NAME = "aworld-mcp"
+URL_ENV = "MCP_SERVER_URL"
+AUTH_ENV = "MCP_SERVER_AUTHORIZATION"
+# The gateway `aworld-train run` starts exports GAIA_MCP_URL; run-local.sh's container listens on 8080.
+DEFAULT_URL = "${GAIA_MCP_URL:-http://127.0.0.1:8080/mcp}"
+DEFAULT_SERVERS = ["documents", "python", "calculator", "search"]
+TIMEOUT_S = 600
+_ENV_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}$")
+
+
+def get_agent_tool_env_and_servers(
+    url: str | None = None,
+    servers: list[str] | None = None,
+    authorization: str | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """`({"mcpServers": {...}}, server names)` for an Agent's `mcp_config` / `mcp_servers`.
+
+    `url` defaults to `$MCP_SERVER_URL`, else the gateway a run starts (`$GAIA_MCP_URL`,
+    resolved when the agent runs), else http://127.0.0.1:8080/mcp. `servers` become the
+    `MCP_SERVERS` header. A given `authorization` (a token, `Bearer ...`, or a `${VAR}`
+    reference) is kept out of the config: its value goes into `$MCP_SERVER_AUTHORIZATION`
+    and the header holds the reference, which aworld-train resolves in each worker.
+    """
+    servers = list(servers) if servers is not None else list(DEFAULT_SERVERS)
+    headers: dict[str, str] = {"MCP_SERVERS": ",".join(servers)}
+    if authorization:
+        if _ENV_REFERENCE.match(authorization):
+            headers["Authorization"] = authorization
+        else:
+            value = (
+                authorization if authorization.lower().startswith("bearer ") else f"Bearer {authorization}"
+            )
+            os.environ[AUTH_ENV] = value
+            headers["Authorization"] = f"${{{AUTH_ENV}}}"
+    config = {
+        "mcpServers": {
+            GATEWAY_NAME: {
+                "type": "streamable-http",
+                "url": url or os.environ.get(URL_ENV) or DEFAULT_URL,
+                "headers": headers,
+                "timeout": TIMEOUT_S,
+                "sse_read_timeout": TIMEOUT_S,
+                "client_session_timeout_seconds": TIMEOUT_S,
+            }
+        }
+    }
+    return config, servers

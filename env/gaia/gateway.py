@@ -1,0 +1,335 @@
+"""GAIA MCP gateway: one streamable-HTTP endpoint (`/mcp`) in front of many tool servers.
+
+- A request lists and calls only the servers its `MCP_SERVERS` header names (all when absent).
+- Each episode (`X-Episode-Id`) gets its own MCP session to each backend it uses, so
+  rollouts never share one session; idle sessions close after `session_idle_s`.
+- Every call has a timeout; a `run` backend that dies is restarted (the call that was
+  running on it fails with a message saying so).
+- Equal tool names on two servers are refused at start unless `prefix_tools` is set.
+- `/health` reports each server (ready, disabled and why, restarts); an optional bearer
+  token (`GAIA_GATEWAY_TOKEN`) guards `/mcp`.
+
+Run: `aworld-train env up gaia [--port 8080] [--host 127.0.0.1]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import mcp.types as types
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from aworld_train.agent_spec import EPISODE_HEADER
+from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession
+from aworld_train.env.gaia.settings import TOKEN_ENV, GatewaySettings, load_settings
+from aworld_train.env.mcp_fixes import contain_session_errors
+from aworld_train.errors import ConfigError
+
+SERVERS_HEADER = "MCP_SERVERS"
+PREFIX_SEPARATOR = "__"
+PROBE_EPISODE = "gateway-probe"
+log = logging.getLogger("aworld_train.gaia.gateway")
+
+
+class ToolCallFailed(RuntimeError):
+    """Becomes an MCP tool error the agent reads; the episode goes on."""
+
+
+def requested_servers(header: str | None, known: list[str]) -> list[str]:
+    """The servers an `MCP_SERVERS` header names; all when it is absent or empty."""
+    if not header or not header.strip():
+        return list(known)
+    names = [n.strip() for n in header.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"{SERVERS_HEADER} names unknown tool servers {unknown}; known: {', '.join(known)}")
+    return names
+
+
+class Gateway:
+    def __init__(self, settings: GatewaySettings, log_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.backends = {name: Backend(name, cfg, log_dir) for name, cfg in settings.servers.items()}
+        self.tools: dict[str, list[types.Tool]] = {}  # server -> tools as the gateway lists them
+        self.routes: dict[str, tuple[Backend, str]] = {}  # listed tool name -> (backend, its own name)
+        self.sessions: OrderedDict[tuple[str, str], BackendSession] = OrderedDict()
+        self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+        self._monitor: asyncio.Task | None = None
+
+    # ---- start and stop
+    async def start(self) -> None:
+        await asyncio.gather(*(backend.start() for backend in self.backends.values()))
+        for backend in self.backends.values():
+            if backend.status == "ready":
+                await self._probe(backend)
+        self._build_routes()
+        self._monitor = asyncio.create_task(self._supervise(), name="gateway-supervisor")
+
+    async def _probe(self, backend: Backend) -> None:
+        session = BackendSession(backend, PROBE_EPISODE)
+        try:
+            await session.open(self.settings.startup_timeout_s)
+            listed = await session.session.list_tools()
+        except Exception as exc:
+            backend.status, backend.reason = "failed", f"listing its tools failed: {exc!r}"
+            log.error("tool server %r: %s", backend.name, backend.reason)
+            return
+        finally:
+            await session.close()
+        self.tools[backend.name] = [self._public(backend.name, tool) for tool in listed.tools]
+
+    def _public(self, server: str, tool: types.Tool) -> types.Tool:
+        name = f"{server}{PREFIX_SEPARATOR}{tool.name}" if self.settings.prefix_tools else tool.name
+        # outputSchema is dropped: results pass through as they come, unvalidated twice.
+        return tool.model_copy(update={"name": name, "outputSchema": None})
+
+    def _build_routes(self) -> None:
+        owners: dict[str, list[str]] = {}
+        for server, tools in self.tools.items():
+            for tool in tools:
+                owners.setdefault(tool.name, []).append(server)
+        clashes = {tool: servers for tool, servers in owners.items() if len(servers) > 1}
+        if clashes:
+            listed = "; ".join(
+                f"{tool!r} on {', '.join(servers)}" for tool, servers in sorted(clashes.items())
+            )
+            raise ConfigError(
+                f"tool names must be unique across servers: {listed}. "
+                "Set `prefix_tools: true` in the gateway config (tools become SERVER__TOOL) or drop a server."
+            )
+        prefix = len(PREFIX_SEPARATOR)
+        for server, tools in self.tools.items():
+            for tool in tools:
+                own = tool.name[len(server) + prefix :] if self.settings.prefix_tools else tool.name
+                self.routes[tool.name] = (self.backends[server], own)
+
+    async def close(self) -> None:
+        if self._monitor:
+            self._monitor.cancel()
+        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
+        self.sessions.clear()
+        await asyncio.gather(*(b.stop() for b in self.backends.values()), return_exceptions=True)
+
+    async def _supervise(self, every_s: float = 1.0) -> None:
+        """Restart crashed `run` backends before a call needs them; close idle sessions."""
+        while True:
+            await asyncio.sleep(every_s)
+            for backend in self.backends.values():
+                if backend.status in ("ready", "restarting") and not backend.alive():
+                    with contextlib.suppress(BackendDown):
+                        await backend.ensure_running()
+            now = asyncio.get_running_loop().time()
+            idle = [k for k, s in self.sessions.items() if now - s.last_used > self.settings.session_idle_s]
+            for key in idle:
+                await self._drop(key)
+
+    # ---- sessions
+    async def _session(self, backend: Backend, episode: str) -> BackendSession:
+        key = (episode, backend.name)
+        async with self._opening.setdefault(key, asyncio.Lock()):
+            session = self.sessions.get(key)
+            if session is not None and session.usable:
+                self.sessions.move_to_end(key)
+                return session
+            if session is not None:
+                await self._drop(key)
+            while len(self.sessions) >= self.settings.max_sessions:
+                await self._drop(next(iter(self.sessions)))
+            session = await BackendSession(backend, episode).open(self.settings.connect_timeout_s)
+            self.sessions[key] = session
+            return session
+
+    async def _drop(self, key: tuple[str, str]) -> None:
+        session = self.sessions.pop(key, None)
+        self._opening.pop(key, None)
+        if session is not None:
+            await session.close()
+
+    async def release(self, episode: str) -> int:
+        """Close every session of `episode`; the number closed."""
+        keys = [k for k in self.sessions if k[0] == episode]
+        for key in keys:
+            await self._drop(key)
+        return len(keys)
+
+    # ---- MCP
+    def list_tools(self, servers: list[str]) -> list[types.Tool]:
+        return [tool for server in servers for tool in self.tools.get(server, [])]
+
+    async def call_tool(self, episode: str, servers: list[str], name: str, arguments: dict):
+        if name not in self.routes:
+            raise ToolCallFailed(f"unknown tool {name!r}; this gateway has {', '.join(sorted(self.routes))}")
+        backend, own_name = self.routes[name]
+        if backend.name not in servers:
+            raise ToolCallFailed(
+                f"tool {name!r} is on server {backend.name!r}, which {SERVERS_HEADER} does not name"
+            )
+        try:
+            await backend.ensure_running()
+            session = await self._session(backend, episode)
+        except BackendDown as exc:
+            raise ToolCallFailed(str(exc)) from None
+        except Exception as exc:
+            raise ToolCallFailed(f"tool server {backend.name!r} is unreachable: {exc!r}") from None
+        timeout = backend.config.timeout_s or self.settings.call_timeout_s
+        call = asyncio.create_task(session.call(own_name, arguments, timeout))
+        death = asyncio.create_task(_wait_for_death(backend))
+        try:
+            done, _ = await asyncio.wait({call, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            death.cancel()
+        if call in done:
+            try:
+                return call.result()
+            except Exception as exc:
+                await self._drop((episode, backend.name))
+                raise ToolCallFailed(f"tool {name!r} failed on server {backend.name!r}: {exc!r}") from None
+        call.cancel()
+        await self._drop((episode, backend.name))
+        if death in done:
+            with contextlib.suppress(BackendDown):
+                await backend.ensure_running()
+            raise ToolCallFailed(
+                f"tool server {backend.name!r} crashed during {name!r} and was restarted; "
+                "what this task stored on it is lost"
+            )
+        raise ToolCallFailed(f"tool {name!r} on server {backend.name!r} did not answer within {timeout:g}s")
+
+    def health(self) -> dict:
+        servers = {
+            name: {
+                "status": b.status,
+                **({"reason": b.reason} if b.reason else {}),
+                "tools": len(self.tools.get(name, [])),
+                "restarts": b.restarts,
+                **({"pid": b.pid} if b.pid else {}),
+            }
+            for name, b in self.backends.items()
+        }
+        ok = all(s["status"] in ("ready", "disabled") for s in servers.values())
+        return {"status": "ok" if ok else "degraded", "servers": servers, "sessions": len(self.sessions)}
+
+
+async def _wait_for_death(backend: Backend, every_s: float = 0.1) -> None:
+    while backend.alive():
+        await asyncio.sleep(every_s)
+
+
+def mcp_server(gateway: Gateway) -> Server:
+    contain_session_errors()
+    server = Server("aworld-train-gaia-gateway")
+
+    def request_headers():
+        request = server.request_context.request
+        return request.headers if request is not None else {}
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        servers = requested_servers(request_headers().get(SERVERS_HEADER), list(gateway.backends))
+        return gateway.list_tools(servers)
+
+    @server.call_tool(validate_input=False)  # the backend validates its own arguments
+    async def call_tool(name: str, arguments: dict):
+        headers = request_headers()
+        servers = requested_servers(headers.get(SERVERS_HEADER), list(gateway.backends))
+        result = await gateway.call_tool(headers.get(EPISODE_HEADER, ""), servers, name, arguments)
+        if result.isError:
+            raise ToolCallFailed(" ".join(c.text for c in result.content if isinstance(c, types.TextContent)))
+        if result.structuredContent is not None:
+            return result.content, result.structuredContent
+        return result.content
+
+    return server
+
+
+class StaticTokenVerifier:
+    """The MCP SDK's bearer-auth middleware with one fixed token instead of an OAuth server."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if hmac.compare_digest(token.encode(), self._token.encode()):
+            return AccessToken(token=token, client_id="gaia-gateway", scopes=[], expires_at=None)
+        return None
+
+
+def build_app(gateway: Gateway, token: str | None = None) -> Starlette:
+    manager = StreamableHTTPSessionManager(app=mcp_server(gateway), stateless=True)
+
+    async def handle_mcp(scope, receive, send) -> None:
+        await manager.handle_request(scope, receive, send)
+
+    async def health(_: Request) -> JSONResponse:
+        report = gateway.health()
+        return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
+
+    async def release(request: Request) -> JSONResponse:
+        if token and not request.user.is_authenticated:
+            return JSONResponse({"error": "invalid_token"}, status_code=401)
+        closed = await gateway.release(request.path_params["episode_id"])
+        return JSONResponse({"closed_sessions": closed})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        started = time.monotonic()
+        await gateway.start()
+        async with manager.run():
+            print(
+                f"gateway ready in {time.monotonic() - started:.1f}s: {gateway.health()['servers']}",
+                flush=True,
+            )
+            yield
+        await gateway.close()
+
+    middleware = []
+    mcp_app = handle_mcp
+    if token:
+        middleware = [
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokenVerifier(token))),
+            Middleware(AuthContextMiddleware),
+        ]
+        mcp_app = RequireAuthMiddleware(handle_mcp, required_scopes=[])
+    routes = [
+        Route("/health", health),
+        Route("/episodes/{episode_id}", release, methods=["DELETE"]),
+        Mount("/mcp", app=mcp_app),
+    ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) -> None:
+    import uvicorn
+
+    if transport != "http":
+        raise SystemExit("the gaia gateway serves streamable HTTP only; drop --transport stdio")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "mcp"):  # one line per backend request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    token = os.environ.get(TOKEN_ENV) or None
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        log.warning("serving on %s without a token: anyone who reaches this port can run tools", host)
+    log_dir = Path(os.environ.get("GAIA_GATEWAY_LOG_DIR") or Path.cwd() / "gaia-gateway-logs")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    gateway = Gateway(load_settings(), log_dir)
+    uvicorn.run(
+        build_app(gateway, token), host=host, port=port, log_level="warning", timeout_graceful_shutdown=3
+    )

@@ -1,0 +1,164 @@
+"""The GAIA agent end to end: AWorld agent, real gateway and tool servers, scripted policy, GAIA scorer."""
+
+import json
+import re
+
+import pytest
+from gaia_support import SAMPLE, TOKEN, standard_servers, start_gateway
+
+from aworld_train.agent_spec import load_agent_spec
+from aworld_train.env.gaia import get_agent_tool_env_and_servers
+from aworld_train.env.gaia.dataset import load_gaia
+from aworld_train.errors import DatasetError
+from aworld_train.evaluate import evaluate
+from aworld_train.policy import ScriptedPolicy
+from aworld_train.reward import RewardFunction
+
+
+def test_tool_env_has_the_shape_agents_expect(monkeypatch):
+    monkeypatch.delenv("MCP_SERVER_URL", raising=False)
+    config, servers = get_agent_tool_env_and_servers()
+    gateway = config["mcpServers"]["aworld-mcp"]
+    assert gateway["type"] == "streamable-http"
+    assert gateway["url"] == "${GAIA_MCP_URL:-http://127.0.0.1:8080/mcp}"
+    assert gateway["headers"] == {"MCP_SERVERS": ",".join(servers)}
+    assert (
+        gateway["timeout"] == gateway["sse_read_timeout"] == gateway["client_session_timeout_seconds"] == 600
+    )
+    assert servers == ["documents", "python", "calculator", "search"]
+
+    monkeypatch.setenv("MCP_SERVER_URL", "http://10.0.0.5:8080/mcp")
+    config, servers = get_agent_tool_env_and_servers(servers=["python"], authorization="s3cret-token")
+    gateway = config["mcpServers"]["aworld-mcp"]
+    assert gateway["url"] == "http://10.0.0.5:8080/mcp" and servers == ["python"]
+    assert gateway["headers"] == {"MCP_SERVERS": "python", "Authorization": "${MCP_SERVER_AUTHORIZATION}"}
+    assert "s3cret-token" not in json.dumps(config)
+
+
+def test_gaia_metadata_becomes_rows_and_names_missing_attachments(tmp_path):
+    rows = load_gaia(SAMPLE)
+    assert len(rows) == 10 and {r["level"] for r in rows} == {1, 2}
+    pdf = next(r for r in rows if r["file_name"] == "minutes.pdf")
+    assert pdf["prompt"].endswith("Attached file: minutes.pdf") and pdf["ground_truth"] == "48500"
+    assert all(r["data_source"] == "gaia" for r in rows)
+    assert len(load_gaia(SAMPLE / "metadata.jsonl", levels=[2])) == 5
+
+    broken = tmp_path / "validation"
+    broken.mkdir()
+    (broken / "metadata.jsonl").write_text(
+        json.dumps({"task_id": "t1", "Question": "q", "Final answer": "1", "file_name": "gone.pdf"}) + "\n"
+    )
+    with pytest.raises(DatasetError, match="attaches 'gone.pdf'"):
+        load_gaia(broken)
+
+
+def _call(name: str, arguments: dict) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+# One tool call per task, then an answer read off what the tool returned.
+PLAN = {
+    "3817 multiplied": (_call("calculate", {"expression": "3817 * 29"}), lambda out: out),
+    "total of the Amount": (
+        _call("read_document", {"path": "sales.csv"}),
+        lambda out: f"{sum(float(line.split('|')[2]) for line in out.splitlines()[1:]):g}",
+    ),
+    "name of the ship": (
+        _call("read_document", {"path": "expedition_note.txt"}),
+        lambda out: re.search(r"on the (.+?) with", out).group(1),
+    ),
+    "quantity below 10": (
+        _call("read_document", {"path": "inventory.json"}),
+        lambda out: str(len([q for q in re.findall(r'"quantity": (\d+)', out) if int(q) < 10])),
+    ),
+    "workshop": (
+        _call("read_document", {"path": "workshop_report.docx"}),
+        lambda out: re.search(r"held in (\w+)", out).group(1),
+    ),
+    "budget": (
+        _call("read_document", {"path": "minutes.pdf"}),
+        lambda out: re.search(r"budget of (\d+) euros", out).group(1),
+    ),
+    "prime numbers": (
+        _call(
+            "run_python",
+            {
+                "code": "ps=[n for n in range(101,200) if all(n%d for d in range(2,n))]\n"
+                "print(', '.join(map(str, ps[:5])))"
+            },
+        ),
+        lambda out: out.strip(),
+    ),  # fmt: skip
+    "decimal digits": (_call("run_python", {"code": "print(sum(map(int, str(2**100))))"}), str.strip),
+    "Fibonacci": (
+        _call("run_python", {"code": "a, b = 1, 1\nfor _ in range(18): a, b = b, a + b\nprint(b)"}),
+        str.strip,
+    ),
+    # A wrong reading on purpose: the scorer must give it 0.
+    "highest total": (_call("read_document", {"path": "sales.csv"}), lambda out: "North"),
+}
+
+
+def _reply(tokenizer):
+    def reply(prompt_ids: list[int]) -> str:
+        text = tokenizer.decode(prompt_ids)
+        question = text.split("<|im_start|>user\n", 1)[1]
+        call, answer = next(v for k, v in PLAN.items() if k in question)
+        if "<tool_response>" not in text and "<|im_start|>tool" not in text:
+            return call
+        output = (
+            text.rsplit("<tool_response>", 1)[-1]
+            if "<tool_response>" in text
+            else text.rsplit("tool\n", 1)[-1]
+        )
+        output = output.split("</tool_response>", 1)[0].split("<|im_end|>", 1)[0].strip()
+        return f"I have what I need. <answer>{answer(output)}</answer>"
+
+    return reply
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    server = start_gateway(tmp_path_factory.mktemp("gaia-eval"), standard_servers())
+    yield server
+    server.stop()
+
+
+async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer, im_end, make_runtime):
+    from aworld_train.agents.gaia import build_agent
+    from aworld_train.dataset import load_tasks
+
+    spec = load_agent_spec(build_agent(url=gateway.url, servers=["documents", "python", "calculator"],
+                                       authorization=TOKEN))  # fmt: skip
+    assert TOKEN not in spec.to_yaml()
+    tasks = load_tasks(load_gaia(SAMPLE))
+    policy = ScriptedPolicy(tokenizer, _reply(tokenizer), im_end)
+    runtime = make_runtime(policy, max_turns=4, max_new_tokens=256, episode_timeout_s=120)
+    report = await evaluate(spec, tasks, runtime, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"),
+                            show_progress=False)  # fmt: skip
+
+    questions = {task.id: task.user_turns[0].split("?")[0] for task in tasks}
+    by_question = {questions[t.task_id]: t for t in report.trajectories}
+    assert [t.status for t in report.trajectories] == ["ok"] * 10
+    assert all(len(t.tool_calls) == 1 and not t.tool_calls[0].error for t in report.trajectories)
+    wrong = [q for q, t in by_question.items() if t.reward != 1.0]
+    assert wrong == ["Which region has the highest total Amount in the attached spreadsheet"]
+    assert report.summary()["accuracy"] == pytest.approx(0.9)
+    # The tool outputs the agent saw came from the real servers behind the gateway.
+    budget = next(t for q, t in by_question.items() if "budget" in q)
+    assert "48500 euros" in budget.tool_calls[0].result
+
+
+def test_the_gaia_example_renders_for_verl_on_cpu(tmp_path):
+    from aworld_train.backends.verl import render
+    from aworld_train.trainer import AgentTrainer
+
+    example = SAMPLE.parents[2]
+    trainer = AgentTrainer(config=str(example / "grpo_trainer.yaml"), overrides=[f"trainer.run_dir={tmp_path}"])
+    run = render(trainer)
+    final = run.final
+    assert final.reward.custom_reward_function.name == "gaia_reward"
+    assert final.actor_rollout_ref.rollout.n == 8 and final.trainer.n_gpus_per_node == 8
+    spec = (run.folder / "agent_spec.yaml").read_text()
+    assert "${GAIA_MCP_URL:-http://127.0.0.1:8080/mcp}" in spec and "MCP_SERVERS: documents,python" in spec
+    assert trainer.config.env[0].name == "gaia"
