@@ -154,7 +154,9 @@ def test_the_gaia_example_renders_for_verl_on_cpu(tmp_path):
     from aworld_train.trainer import AgentTrainer
 
     example = SAMPLE.parents[2]
-    trainer = AgentTrainer(config=str(example / "grpo_trainer.yaml"), overrides=[f"trainer.run_dir={tmp_path}"])
+    trainer = AgentTrainer(
+        config=str(example / "grpo_trainer.yaml"), overrides=[f"trainer.run_dir={tmp_path}"]
+    )
     run = render(trainer)
     final = run.final
     assert final.reward.custom_reward_function.name == "gaia_reward"

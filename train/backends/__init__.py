@@ -6,15 +6,14 @@ import importlib
 
 from aworld_train.errors import ConfigError
 
-_MODULES = {"local": "aworld_train.backends.local", "verl": "aworld_train.backends.verl"}
-_PLANNED = {"areal"}
+_MODULES = {
+    "local": "aworld_train.backends.local",
+    "verl": "aworld_train.backends.verl",
+    "areal": "aworld_train.backends.areal",
+}
 
 
 def get_backend(name: str):
-    if name in _PLANNED:
-        raise ConfigError(
-            f"backend {name!r} is not available in this release yet; use backend: local (see README, 'Backends')"
-        )
     if name not in _MODULES:
         raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_MODULES))}")
     return importlib.import_module(_MODULES[name])

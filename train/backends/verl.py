@@ -10,7 +10,6 @@ verl's example defaults (gsm8k paths, its reward) without the user saying so.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from aworld_train.backends.native import BLANK, Derived, fill, get, launch, module_file, put
 from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
     from aworld_train.trainer import AgentTrainer
 
 AGENT_NAME = "aworld_agent"
-_BLANK = (None, "", "auto", "???")
 
 
 def verl_config_dir() -> Path:
@@ -35,27 +34,10 @@ def verl_config_dir() -> Path:
     return Path(verl.__file__).parent / "trainer" / "config"
 
 
-def _get(tree: dict[str, Any], dotted: str) -> Any:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = tree
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-
-
 def native_value(cfg, dotted: str) -> Any:
     """A key of the user's native `verl:` section; None where absent, empty or `auto`."""
-    value = _get(cfg.verl, dotted) if cfg.backend == "verl" else None
-    return None if value in _BLANK else value
+    value = get(cfg.verl, dotted) if cfg.backend == "verl" else None
+    return None if value in BLANK else value
 
 
 def native_train_files(cfg) -> bool:
@@ -72,20 +54,11 @@ def native_reward(cfg) -> str | None:
     return None
 
 
-@dataclass
-class Derived:
-    """One value we fill in verl's config, and the common-config field it comes from (if any)."""
-
-    key: str
-    value: Any
-    common: str | None = None  # e.g. "algorithm.group_size"; set => contradictions are errors
-
-
 def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list[Derived]:
     cfg = trainer.config
     algo, rollout = cfg.algorithm, cfg.rollout
     reward_path, _, reward_name = trainer.reward.reference.rpartition(":")
-    reward_file = _module_file(reward_path)
+    reward_file = module_file(reward_path)
     response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_turns * 2
     return [
         Derived("data.train_files", str(folder / "train.parquet"), "data.train"),
@@ -130,46 +103,15 @@ def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list
     ]
 
 
-def _module_file(module_or_path: str) -> str:
-    if module_or_path.endswith(".py"):
-        return str(Path(module_or_path).resolve())
-    import importlib
-
-    return str(Path(importlib.import_module(module_or_path).__file__).resolve())
-
-
-def _explicit(trainer: AgentTrainer, common: str) -> bool:
-    """Did the user set this common-config field (rather than leave the default)?"""
-    section, _, field = common.partition(".")
-    cfg = trainer.config
-    if not field:
-        return section in cfg.model_fields_set
-    if section == "data" and field in ("train", "test"):
-        return bool(trainer.train_tasks if field == "train" else trainer.test_tasks)
-    if common == "reward.fn":
-        return True  # the trainer always runs one reward function: verl's must be the same
-    node = getattr(cfg, section)
-    return section in cfg.model_fields_set and field in node.model_fields_set
-
-
 def merge_native(trainer: AgentTrainer, folder: Path, model_path: str) -> dict[str, Any]:
     """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
     native = json.loads(json.dumps(trainer.config.verl))
     legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
     if isinstance(legacy, dict):
         for key, value in legacy.items():
-            if _get(native, f"reward.custom_reward_function.{key}") in _BLANK:
-                _set(native, f"reward.custom_reward_function.{key}", value)
-    for item in derived_values(trainer, folder, model_path):
-        given = _get(native, item.key)
-        if given in _BLANK or given == [] or given == {}:
-            _set(native, item.key, item.value)
-        elif item.common and _explicit(trainer, item.common) and not _same(given, item.value, item.key):
-            raise ConfigError(
-                f"verl.{item.key}={given!r} contradicts {item.common} (which gives {item.value!r}); "
-                f"set one of them, or make them agree"
-            )
-    return native
+            if get(native, f"reward.custom_reward_function.{key}") in BLANK:
+                put(native, f"reward.custom_reward_function.{key}", value)
+    return fill(native, derived_values(trainer, folder, model_path), trainer, "verl", _same)
 
 
 def _same(given: Any, derived: Any, key: str) -> bool:
@@ -299,15 +241,5 @@ def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
     command = run.command()
     if resume:
         command.append("trainer.resume_mode=auto")
-    log_path = Path(trainer.config.trainer.run_dir) / "verl.log"
-    print(f"launching: {' '.join(command)}\nlog: {log_path}", file=sys.stderr)
-    from aworld_train.runtime import running_envs
-
-    # the MCP servers the config names run beside verl; its workers inherit their URLs
-    with running_envs(trainer.config.env, trainer.config.trainer.run_dir), log_path.open("a") as log:
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-            for line in proc.stdout:
-                sys.stderr.write(line)
-                log.write(line)
-            returncode = proc.wait()
+    returncode, log_path = launch(command, trainer, "verl.log")
     return {"backend": "verl", "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

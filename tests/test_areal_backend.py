@@ -1,0 +1,453 @@
+"""backend: areal on CPU: translation of the common config and the precedence rules, the run
+folder, the launch, and our workflow driven the way AReaL drives it (a fake engine, the real
+calculator MCP server). Where AReaL is not installed, a stand-in with AReaL's names is used;
+its interface is checked against areal_fields.json, which is read from AReaL's source."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("areal") is None:
+    sys.path.insert(0, str(Path(__file__).with_name("areal_standin")))
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
+from areal.api.io_struct import ModelRequest, ModelResponse  # noqa: E402
+from areal.api.workflow_api import RolloutWorkflow  # noqa: E402
+
+from aworld_train import AgentTrainer  # noqa: E402
+from aworld_train.backends.areal import areal_fields, derived_values, render  # noqa: E402
+from aworld_train.errors import ConfigError  # noqa: E402
+
+AGENT = "aworld_train.agents.calculator:build_agent"
+REWARD = "aworld_train.rewards.calculator:exact_answer"
+ROWS = [{"prompt": f"What is {i} * 3?", "ground_truth": i * 3} for i in range(1, 5)]
+BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
+
+
+def trainer_for(tmp_path, config, **kwargs):
+    args = {
+        "agent": AGENT,
+        "reward_func": REWARD,
+        "train_dataset": ROWS,
+        "test_dataset": ROWS[:2],
+        "run_path": tmp_path / "run",
+    }
+    args.update(kwargs)
+    return AgentTrainer(config=config, **args)
+
+
+def get(tree, dotted):
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+# -- the stand-in against AReaL's source ------------------------------------------------------
+
+
+def test_areal_names_match_its_source():
+    """The names the workflow uses (stand-in or real) are AReaL 1.0.4's, as read from its source."""
+    recorded = areal_fields()
+    assert recorded["areal_version"] == "1.0.4"
+    interface = recorded["interface"]
+    assert [f.name for f in dataclasses.fields(ModelRequest)] == interface["ModelRequest"]
+    assert [f.name for f in dataclasses.fields(ModelResponse)] == interface["ModelResponse"]
+    assert [f.name for f in dataclasses.fields(GenerationHyperparameters)] == list(
+        recorded["fields"]["gconfig"]
+    )
+    assert (
+        list(inspect.signature(RolloutWorkflow.arun_episode).parameters)
+        == interface["RolloutWorkflow.arun_episode"]
+    )
+    assert interface["InferenceEngine.agenerate"] == ["self", "req"]
+
+
+# -- translation ----------------------------------------------------------------------------------
+
+
+def test_calculator_example_renders_for_verl_and_areal_with_only_the_backend_key_changed(tmp_path):
+    pytest.importorskip("verl")
+    from aworld_train.backends import verl
+
+    verl_yaml = yaml.safe_load((ROOT / "examples/calculator/grpo_verl.yaml").read_text())
+    areal_yaml = yaml.safe_load((ROOT / "examples/calculator/grpo_areal.yaml").read_text())
+    assert areal_yaml.pop("backend") == "areal" and verl_yaml.pop("backend") == "verl"
+    assert areal_yaml == verl_yaml
+
+    def trainer(name):
+        return AgentTrainer(
+            config=str(ROOT / f"examples/calculator/grpo_{name}.yaml"),
+            overrides=[f"trainer.run_dir={tmp_path / name}"],
+        )
+
+    on_verl, on_areal = trainer("verl"), trainer("areal")
+    assert on_areal.spec.model_dump() == on_verl.spec.model_dump()
+    assert on_areal.reward.reference == on_verl.reward.reference
+    assert on_areal.train_tasks == on_verl.train_tasks and len(on_areal.train_tasks) > 0
+    v = verl.render(on_verl).final
+    a = render(on_areal).final
+    assert a["actor"]["path"] == v.actor_rollout_ref.model.path
+    assert a["gconfig"]["n_samples"] == v.actor_rollout_ref.rollout.n == 4
+    assert a["actor"]["optimizer"]["lr"] == v.actor_rollout_ref.actor.optim.lr == 2.0e-5
+    assert a["actor"]["eps_clip_higher"] == v.actor_rollout_ref.actor.clip_ratio_high == 0.28
+    assert a["train_dataset"]["batch_size"] == v.data.train_batch_size == 8
+    assert a["total_train_steps"] == v.trainer.total_training_steps == 20
+    written = (tmp_path / "areal/areal/train.jsonl").read_text().splitlines()
+    assert len(written) == len(on_areal.train_tasks)
+
+
+# (common override, AReaL key, expected value) for every common key the translation reads
+COMMON = [
+    ("algorithm.group_size=6", "gconfig.n_samples", 6),
+    ("algorithm.group_size=6", "actor.reward_norm.group_size", 6),
+    ("algorithm.lr=3e-6", "actor.optimizer.lr", 3e-6),
+    ("algorithm.kl_coef=0.05", "actor.kl_ctl", 0.05),
+    ("algorithm.clip_low=0.1", "actor.eps_clip", 0.1),
+    ("algorithm.clip_high=0.3", "actor.eps_clip_higher", 0.3),
+    ("algorithm.norm_adv_by_std=false", "actor.reward_norm.std_level", None),
+    ("algorithm.warmup_steps=5", "actor.optimizer.warmup_steps_proportion", 0.25),
+    ("algorithm.grad_clip=0.5", "actor.optimizer.gradient_clipping", 0.5),
+    ("algorithm.weight_decay=0.01", "actor.optimizer.weight_decay", 0.01),
+    ("algorithm.micro_batch_tokens=2048", "actor.mb_spec.max_tokens_per_mb", 2048),
+    ("algorithm.mini_batches=2", "actor.ppo_n_minibatches", 2),
+    ("algorithm.gradient_checkpointing=true", "actor.gradient_checkpointing", True),
+    ("rollout.max_new_tokens=64", "gconfig.max_new_tokens", 64),
+    ("rollout.max_new_tokens=64", "actor.max_new_tokens", 64),
+    ("rollout.temperature=0.7", "gconfig.temperature", 0.7),
+    ("rollout.temperature=0.7", "actor.temperature", 0.7),
+    ("rollout.top_p=0.9", "gconfig.top_p", 0.9),
+    ("rollout.concurrency=5", "rollout.max_concurrent_rollouts", 5),
+    ("data.batch_size=2", "train_dataset.batch_size", 2),
+    ("data.batch_size=2", "valid_dataset.batch_size", 2),
+    ("data.batch_size=2", "rollout.consumer_batch_size", 2),
+    ("trainer.steps=20", "total_train_steps", 20),
+    ("trainer.steps=20", "total_train_epochs", 10),  # 20 steps x 2 tasks / 4 rows
+    ("trainer.save_every=7", "saver.freq_steps", 7),
+    ("trainer.save_every=0", "saver.freq_steps", None),
+    ("trainer.eval_every=3", "evaluator.freq_steps", 3),
+    ("trainer.eval_before=false", "evaluator.eval_before_train", False),
+    ("trainer.seed=11", "seed", 11),
+]
+
+
+@pytest.mark.parametrize(("override", "key", "expected"), COMMON)
+def test_every_common_key_is_translated(tmp_path, override, key, expected):
+    overrides = [override] + (["data.batch_size=2"] if key == "total_train_epochs" else [])
+    final = render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides)).final
+    assert (
+        get(final, key) == pytest.approx(expected)
+        if isinstance(expected, float)
+        else get(final, key) == expected
+    )
+
+
+def test_model_data_and_reward_reach_the_run_folder(tmp_path):
+    from aworld_train.models import resolve_model_path
+
+    run = render(trainer_for(tmp_path, {"backend": "areal", "algorithm": {"kl_coef": 0.1}}))
+    model = str(resolve_model_path("embedded:smollm2-135m"))
+    final = run.final
+    assert final["actor"]["path"] == final["tokenizer_path"] == final["ref"]["path"] == model
+    assert final["scheduler"]["type"] == "local" and final["actor"]["backend"] == "fsdp:d1"
+    assert final["actor"]["reward_norm"] == {"mean_level": "group", "std_level": "group", "group_size": 4}
+    assert final["saver"]["fileroot"] == "${cluster.fileroot}"
+    rows = [yaml.safe_load(line) for line in Path(final["train_dataset"]["path"]).read_text().splitlines()]
+    assert [r["user_turns"] for r in rows] == [[r["prompt"]] for r in ROWS]
+    assert len(Path(final["valid_dataset"]["path"]).read_text().splitlines()) == 2
+    workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    assert workflow["workflow"] == "aworld_train.backends.areal_workflow.AWorldWorkflow"
+    assert workflow["kwargs"]["reward"] == REWARD and Path(workflow["kwargs"]["spec_path"]).is_file()
+    assert yaml.safe_load(run.config_path.read_text()) == final
+    assert run.command()[1:3] == ["-m", "aworld_train.backends.areal_main"]
+
+
+def _different(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value * 2 + 1
+    if value is None:
+        return "batch"
+    return f"{value}-other"
+
+
+def _contradicting():
+    """Every derived value that comes from a common field: (areal key, common field)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        items = derived_values(trainer_for(Path(tmp), {"backend": "areal"}), Path(tmp), "/models/m")
+    return sorted({(d.key, d.common) for d in items if d.common})
+
+
+@pytest.mark.parametrize(("key", "common"), _contradicting())
+def test_each_contradiction_is_an_error(tmp_path, key, common):
+    """The common field set by the user and a different native value: an error naming both."""
+    trainer = trainer_for(tmp_path, {"backend": "areal"})
+    section, _, field = common.partition(".")
+    mine = {"model": "embedded:smollm2-135m"} if common == "model" else {section: {field: None}}
+    if field:
+        mine[section][field] = getattr(getattr(trainer.config, section), field)
+    derived = {d.key: d.value for d in derived_values(trainer, tmp_path / "run" / "areal", "m")}
+    native: dict = {}
+    node = native
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = _different(derived[key])
+    with pytest.raises(ConfigError, match=rf"areal\.{key}=.* contradicts {common}"):
+        render(trainer_for(tmp_path, {"backend": "areal", **mine, "areal": native}))
+
+
+def test_a_native_value_wins_when_the_common_field_is_left_at_its_default(tmp_path):
+    native = {"actor": {"optimizer": {"lr": 3.0e-6}, "backend": "fsdp:d2"}, "gconfig": {"n_samples": 8}}
+    final = render(trainer_for(tmp_path, {"backend": "areal", "areal": native})).final
+    assert final["actor"]["optimizer"]["lr"] == 3.0e-6 and final["gconfig"]["n_samples"] == 8
+    assert final["actor"]["backend"] == "fsdp:d2"
+    agree = {"backend": "areal", "algorithm": {"group_size": 8}, "areal": {"gconfig": {"n_samples": 8}}}
+    assert render(trainer_for(tmp_path, agree)).final["gconfig"]["n_samples"] == 8
+
+
+def test_unknown_native_key_is_an_error_with_a_hint(tmp_path):
+    config = {"backend": "areal", "areal": {"actor": {"eps_clp": 0.1}}}
+    with pytest.raises(
+        ConfigError, match=r"areal.actor.eps_clp is not a key of AReaL's GRPOConfig.*actor.eps_clip"
+    ):
+        render(trainer_for(tmp_path, config))
+
+
+def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aworld_train.cli",
+            "render",
+            "examples/calculator/grpo_areal.yaml",
+            f"trainer.run_dir={tmp_path / 'run'}",
+            "algorithm.group_size=8",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    shown = yaml.safe_load(out.stdout)
+    assert shown["gconfig"]["n_samples"] == 8 and shown["scheduler"]["type"] == "local"
+    assert (tmp_path / "run/areal/areal_config.yaml").is_file() and "areal_main" in out.stderr
+
+
+# -- the workflow, the way AReaL runs it ----------------------------------------------------------
+
+
+class FakeEngine:
+    """AReaL's `InferenceEngine.agenerate(req) -> ModelResponse`, replying from a script keyed on the prompt.
+
+    The weight version rises by one per call, as if the trainer updated the weights between turns."""
+
+    def __init__(self, tokenizer, reply):
+        self.tokenizer = tokenizer
+        self.reply = reply
+        self.requests: list[ModelRequest] = []
+        self.outputs: list[list[int]] = []
+        self.version = 0
+
+    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+        self.requests.append(req)
+        ids = self.tokenizer.encode(
+            self.reply(self.tokenizer.decode(req.input_ids)), add_special_tokens=False
+        )
+        ids = (ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")])[: req.gconfig.max_new_tokens]
+        self.outputs.append(ids)
+        self.version += 1
+        return ModelResponse(
+            input_tokens=list(req.input_ids),
+            output_tokens=ids,
+            output_logprobs=[-0.01 * (i + 1) for i in range(len(ids))],
+            output_versions=[self.version] * len(ids),
+            stop_reason="stop",
+        )
+
+
+def calculator_reply(prompt_text: str) -> str:
+    import json
+    import re
+
+    question = re.findall(r"What is ([^?]+)\?", prompt_text)[-1]
+    results = re.findall(
+        r"<tool_response>\n(.*?)\n</tool_response>", prompt_text[prompt_text.rindex("What is") :]
+    )
+    if results:
+        return f"The answer is {results[-1]}."
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": "calculate", "arguments": {"expression": question}})
+        + "\n</tool_call>"
+    )
+
+
+@pytest.fixture
+def areal_run(tmp_path, calculator_server, monkeypatch):
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
+    return render(trainer_for(tmp_path, config))
+
+
+def workflow_like_areal(run):
+    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs."""
+    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    module, _, name = spec["workflow"].rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, RolloutWorkflow)
+    gconfig = GenerationHyperparameters(**run.final["gconfig"])
+    return cls(**spec["kwargs"], gconfig=gconfig)
+
+
+def rows(run):
+    return [yaml.safe_load(line) for line in (run.folder / "train.jsonl").read_text().splitlines()]
+
+
+def check_layout(batch):
+    """The tensor-dict format AReaL's executor accepts and its PPO actor reads."""
+    assert BATCH_KEYS <= set(batch)
+    batch_size, length = batch["input_ids"].shape
+    for key in BATCH_KEYS - {"rewards"}:
+        assert batch[key].shape == (batch_size, length), key
+    assert batch["rewards"].shape == (batch_size,)
+    assert batch["input_ids"].dtype == batch["loss_mask"].dtype == batch["versions"].dtype == torch.int32
+    assert batch["logprobs"].dtype == batch["rewards"].dtype == torch.float32
+    assert batch["attention_mask"].dtype == torch.bool
+
+
+def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, tokenizer):
+    workflow = workflow_like_areal(areal_run)
+    engine = FakeEngine(tokenizer, calculator_reply)
+    batch = asyncio.run(workflow.arun_episode(engine, rows(areal_run)[1]))  # "What is 2 * 3?"
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == 1 and batch["rewards"].tolist() == [1.0]
+    ids, mask = batch["input_ids"][0].tolist(), batch["loss_mask"][0].tolist()
+    logprobs, versions = batch["logprobs"][0].tolist(), batch["versions"][0].tolist()
+    assert len(engine.requests) == 2 and len({r.rid for r in engine.requests}) == 1  # sticky id
+    assert all(r.gconfig.n_samples == 1 and r.gconfig.max_new_tokens == 64 for r in engine.requests)
+    # every prompt sent is a prefix of the trained sequence; the first one carries no loss
+    for request in engine.requests:
+        assert ids[: len(request.input_ids)] == request.input_ids
+    first = len(engine.requests[0].input_ids)
+    assert set(mask[:first]) == {0} and set(versions[:first]) == {-1}
+    # per turn: the mask-1 tokens are exactly what the engine sampled, with its logprobs and version
+    for turn, (request, out) in enumerate(zip(engine.requests, engine.outputs, strict=True), start=1):
+        start = len(request.input_ids)
+        span = slice(start, start + len(out))
+        assert ids[span] == out and set(mask[span]) == {1} and set(versions[span]) == {turn}
+        assert logprobs[span] == pytest.approx([-0.01 * (i + 1) for i in range(len(out))])
+    # the tool result between the turns is template delta: no loss, no version
+    delta = slice(first + len(engine.outputs[0]), len(engine.requests[1].input_ids))
+    assert set(mask[delta]) == {0} and set(versions[delta]) == {-1}
+    assert "<tool_response>\n6\n</tool_response>" in tokenizer.decode(ids[delta])
+    assert sum(mask) == sum(len(o) for o in engine.outputs)
+
+
+def concat_group(results):
+    """AReaL's grouping of n samples: right-pad each [1, L] tensor to the longest and stack."""
+    length = max(r["input_ids"].shape[1] for r in results)
+    out = {}
+    for key in results[0]:
+        parts = [r[key] for r in results]
+        if parts[0].ndim == 2:
+            parts = [torch.nn.functional.pad(p, (0, length - p.shape[1])) for p in parts]
+        out[key] = torch.cat(parts)
+    return out
+
+
+def test_a_group_of_samples_per_task_makes_one_padded_batch(areal_run, tokenizer):
+    workflow = workflow_like_areal(areal_run)
+    n = areal_run.final["gconfig"]["n_samples"]
+    replies = iter(["The answer is 9."] * 2 + [None] * 10)
+
+    def reply(prompt):  # two samples answer at once (wrong), the rest use the tool (right)
+        text = next(replies)
+        return text if text else calculator_reply(prompt)
+
+    engine = FakeEngine(tokenizer, reply)
+
+    async def group():
+        return await asyncio.gather(*[workflow.arun_episode(engine, rows(areal_run)[1]) for _ in range(n)])
+
+    results = asyncio.run(group())
+    batch = concat_group(results)
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == n == 4
+    assert sorted(batch["rewards"].tolist()) == [0.0, 0.0, 1.0, 1.0]
+    lengths = batch["attention_mask"].sum(1).tolist()
+    assert lengths == [r["input_ids"].shape[1] for r in results]
+
+
+def test_failed_episode_carries_no_loss(areal_run, tokenizer):
+    def server_lost(_):
+        raise RuntimeError("server lost")
+
+    workflow = workflow_like_areal(areal_run)
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0]))
+    check_layout(batch)
+    assert set(batch["loss_mask"][0].tolist()) == {0} and batch["rewards"].tolist() == [0.0]
+
+
+def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
+    from aworld_train.backends.areal_workflow import ArealEnginePolicy
+    from aworld_train.policy import SamplingParams
+
+    class NoVersions(FakeEngine):
+        async def agenerate(self, req):
+            response = await super().agenerate(req)
+            response.output_versions = []
+            return response
+
+    policy = ArealEnginePolicy(NoVersions(tokenizer, lambda _: "hi"), GenerationHyperparameters())
+    with pytest.raises(RuntimeError, match="one of each per sampled token"):
+        asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
+
+
+# -- launch -------------------------------------------------------------------------------------------
+
+
+def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, capsys):
+    """`train()` starts AReaL's entry point in a subprocess, streams its output into areal.log and
+    returns its exit status. (The command itself is replaced: AReaL's trainer needs GPUs.)"""
+    from aworld_train.backends import areal as areal_backend
+
+    monkeypatch.setattr(
+        areal_backend.RenderedRun,
+        "command",
+        lambda self: [sys.executable, "-c", "print('Train step 1/1 reward 0.5'); raise SystemExit(3)"],
+    )
+    result = trainer_for(tmp_path, {"backend": "areal"}).train()
+    assert result["backend"] == "areal" and result["returncode"] == 3
+    assert "Train step 1/1 reward 0.5" in (tmp_path / "run" / "areal.log").read_text()
+    assert "Train step 1/1 reward 0.5" in capsys.readouterr().err
+
+
+def test_the_gpu_smoke_script_renders(tmp_path):
+    """scripts/gpu/areal_smoke.sh: valid bash, and its overrides render against AReaL's keys."""
+    script = ROOT / "scripts/gpu/areal_smoke.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    overrides = [w.strip("\\") for w in script.read_text().split() if w.startswith("areal.")]
+    assert overrides
+    trainer = AgentTrainer(
+        config=str(ROOT / "examples/calculator/grpo_areal.yaml"),
+        overrides=[*overrides, f"trainer.run_dir={tmp_path / 'run'}", "data.batch_size=4", "trainer.steps=1"],
+    )
+    final = render(trainer).final
+    assert final["cluster"]["n_gpus_per_node"] == 1 and final["total_train_steps"] == 1
