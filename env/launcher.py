@@ -83,14 +83,21 @@ def start_server(
     host: str = "127.0.0.1",
     log_path: str | Path | None = None,
     startup_timeout_s: float = 60.0,
+    environment: dict[str, str] | None = None,
 ) -> RunningServer:
-    """Start server `name` over streamable HTTP and wait until it accepts connections."""
+    """Start server `name` over streamable HTTP and wait until it accepts connections.
+
+    `environment` adds variables to the server's environment (servers read their options there).
+    """
     import_serve(name)  # fails early on unknown names
     port = port or free_port(host)
     cmd = [sys.executable, "-m", "aworld_train.env", name, "--port", str(port), "--host", host]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the process
     process = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(environment or {}), "PYTHONUNBUFFERED": "1"},
     )
     server = RunningServer(name, host, port, process, Path(log_path) if log_path else None)
     deadline = time.monotonic() + startup_timeout_s

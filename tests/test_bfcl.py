@@ -100,6 +100,9 @@ def test_actionable_feedback_adds_a_usage_hint():
     with pytest.raises(ToolCallError) as plain:
         EpisodeWorld("multi_turn_base_0").call("mkdir", {"name": "x"}, 0)
     assert "Hint" not in str(plain.value)
+    refused = EpisodeWorld("multi_turn_base_0", hints=True).call("cd", {"folder": "nowhere"}, 0)
+    assert '"error"' in refused and refused.endswith("Hint: cd(folder: string)")
+    assert "Hint" not in EpisodeWorld("multi_turn_base_0").call("cd", {"folder": "nowhere"}, 0)
 
 
 # -- ground-truth replay and the reward ---------------------------------------------------
@@ -188,6 +191,7 @@ def test_curriculum_configs_load_and_chain():
         )
         assert stage.model == last and previous.trainer.steps % previous.trainer.save_every == 0
         assert "hf_model" in previous.verl["actor_rollout_ref"]["actor"]["checkpoint"]["save_contents"]
+    assert stages[2].env[0].environment == {"AWORLD_TRAIN_BFCL_HINTS": "1"}  # actionable feedback
     local = load_config(root / "grpo_local.yaml")
     assert local.backend == "local" and [e.name for e in local.env] == ["bfcl"]
     for cfg in [*stages, local]:

@@ -86,6 +86,9 @@ class RewardConfig(_Section):
 class EnvServerConfig(_Section):
     name: str
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
+    environment: dict[str, str] = Field(
+        default_factory=dict, description="environment variables for the server process (its options)"
+    )
 
 
 class TrainerConfig(_Section):

@@ -31,7 +31,9 @@ def running_envs(
             log = Path(log_dir) / f"env-{server.name}.log" if log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
-            running = start_server(server.name, port=server.port, log_path=log)
+            running = start_server(
+                server.name, port=server.port, log_path=log, environment=server.environment
+            )
             started.append(running)
             var = url_variable(server.name)
             previous[var] = os.environ.get(var)

@@ -7,7 +7,8 @@ index of the current user turn). The tool list is the entry's functions, plus th
 functions a `miss_func` entry holds back once their turn has come.
 
 Run: `aworld-train env up bfcl [--port N]`. With AWORLD_TRAIN_BFCL_HINTS=1 in its
-environment it gives actionable feedback: a failed call's error ends with the
+environment (in a config: `env: [{name: bfcl, environment: {AWORLD_TRAIN_BFCL_HINTS: "1"}}]`)
+it gives actionable feedback: a failed or refused call's error ends with the
 function's expected parameters.
 """
 

@@ -70,12 +70,16 @@ class EpisodeWorld:
             raise ToolCallError(f"{EXECUTION_ERROR}function {name!r} is not available")
         try:
             with self.lock:
-                return result_text(self._methods[name](**arguments))
+                value = self._methods[name](**arguments)
         except Exception as exc:
             message = f"{EXECUTION_ERROR}{exc}"
             if self.hints:
                 message += "\n" + usage_hint(docs[name])
             raise ToolCallError(message) from None
+        text = result_text(value)
+        if self.hints and isinstance(value, dict) and "error" in value:
+            text += "\n" + usage_hint(docs[name])  # the environment refused the call: say how it is used
+        return text
 
 
 def usage_hint(doc: dict[str, Any]) -> str:

@@ -6,8 +6,8 @@ train.jsonl      400 entries of base, miss_func, miss_param and long_context (se
 train_base.jsonl the base entries of train.jsonl (stage 2)
 test.jsonl       the other entries, held out
 test_base.jsonl  the base entries of test.jsonl
-train_local.jsonl, test_local.jsonl  a few base entries with one environment class each (the
-                 shortest tool lists), for the local backend's small model and context
+train_local.jsonl, test_local.jsonl  a few base entries with one environment class and the
+                 fewest turns, for the local backend's small model, context and CPU
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
         write_jsonl([r for r in rows if r["category"] == "base"], f"{args.out}/{name}_base.jsonl")
         print(f"{name}: {len(rows)} rows {dict(Counter(r['category'] for r in rows))}")
     for name, rows, count in (("train", train, 16), ("test", test, 8)):
-        small = [r for r in rows if r["category"] == "base" and len(r["involved_classes"]) == 1][:count]
+        small = [r for r in rows if r["category"] == "base" and len(r["involved_classes"]) == 1]
+        small = sorted(small, key=lambda r: len(r["prompt"]))[:count]  # fewest turns first
         write_jsonl(small, f"{args.out}/{name}_local.jsonl")
     print(f"written to {args.out}/")
 
