@@ -1,6 +1,6 @@
 """BFCL multi-turn rewards: the official checker, turn progress, call format, and a weighted mix.
 
-All take `(trajectory, sample)`; the sample's `id` is the BFCL entry id (the rows
+All take `(trajectory, sample)`; the sample's `task_id` (the row's `id`) is the BFCL entry id (the rows
 `aworld_train.env.bfcl.data` builds). The calls scored are the ones the episode
 made, grouped by user turn and by model step as BFCL groups a model's results, and
 bfcl-eval's own `multi_turn_checker` judges them: it re-executes them in fresh
@@ -70,7 +70,8 @@ def official_check(model: list[list[list[str]]], entry: dict[str, Any], truth: l
 
 
 def _entry_and_truth(sample: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
-    entry_id = str(sample.get("id") or sample.get("task_id") or "")
+    # task_id is the row's id under every backend (verl's rows carry it in extra_info)
+    entry_id = str(sample.get("task_id") or sample.get("id") or "")
     truth = sample.get("ground_truth")
     if isinstance(truth, str):
         truth = json.loads(truth)

@@ -65,6 +65,20 @@ def test_rows_and_the_seeded_split():
     assert tasks[0].id == train[0]["id"] and tasks[0].user_turns == train[0]["prompt"]
 
 
+def test_verl_rows_keep_the_entry_id_the_server_and_reward_need(tmp_path):
+    import pyarrow.parquet as pq
+
+    from aworld_train.backends.verl import write_parquet
+    from aworld_train.backends.verl_loop import task_from_row
+    from aworld_train.dataset import load_tasks
+
+    rows = [r for r in build_rows(["miss_func"]) if r["id"] == MISS]
+    write_parquet(load_tasks(rows), tmp_path / "train.parquet")
+    task = task_from_row(pq.read_table(tmp_path / "train.parquet").to_pylist()[0])
+    assert task.id == MISS and task.user_turns == rows[0]["prompt"]
+    assert task.sample()["task_id"] == MISS and json.loads(task.ground_truth) == catalog.possible_answer(MISS)
+
+
 def test_unknown_entries_are_named():
     with pytest.raises(KeyError, match="not a BFCL multi-turn entry id"):
         catalog.entry("simple_python_3")
