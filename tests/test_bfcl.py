@@ -52,7 +52,9 @@ def test_rows_and_the_seeded_split():
     assert len(rows) == 800 and len({r["id"] for r in rows}) == 800
     miss = next(r for r in rows if r["id"] == MISS)
     assert len(miss["prompt"]) == len(json.loads(miss["ground_truth"])) == 5
-    assert miss["prompt"][3].startswith("I have updated some more functions")
+    from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC as REVEAL
+
+    assert miss["prompt"][3] == REVEAL  # the turn that only reveals functions gets BFCL's own message
     train, held_out = split(rows, 400, seed=0)
     assert len(train) == 400 and len(held_out) == 400
     assert {r["id"] for r in train}.isdisjoint(r["id"] for r in held_out)
