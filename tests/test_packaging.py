@@ -33,6 +33,8 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/rewards/calculator.py",
         "aworld_train/agents/calculator.py",
         "aworld_train/env/calculator.py",
+        "aworld_train/env/bfcl/server.py",
+        "aworld_train/rewards/bfcl.py",
         "aworld_train/backends/__init__.py",
     ):
         assert module in names, module

@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from aworld_train.errors import AgentSpecError
 
 EPISODE_HEADER = "X-Episode-Id"
+# Stateful servers that serve dataset entries (BFCL) also need the row and the user turn.
+TASK_HEADER = "X-Task-Id"
+TURN_HEADER = "X-Episode-Turn"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_HEADER = re.compile(r"auth|token|key|secret|password|cookie|invitation", re.IGNORECASE)
 # llm fields that belong to the engine, not to the agent: the trainer sets them.
@@ -228,18 +231,28 @@ def load_agent_spec(agent: Any) -> AgentSpec:
     return spec_from_agent(agent)
 
 
-def build_agent(spec: AgentSpec, llm: dict[str, Any] | None = None, episode_id: str | None = None):
+def build_agent(
+    spec: AgentSpec,
+    llm: dict[str, Any] | None = None,
+    episode_id: str | None = None,
+    task_id: str | None = None,
+):
     """An AWorld Agent equivalent to the one `spec` came from.
 
     `llm` sets the engine fields (provider, base_url, model name); `episode_id` goes
-    into every MCP server's headers so stateful servers can isolate episodes.
+    into every MCP server's headers so stateful servers can isolate episodes, with
+    `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it.
     """
     from aworld_train.aworld_runtime import Agent, AgentConfig
 
     mcp_config = resolve_env_refs(spec.mcp_config)
     if episode_id is not None:
         for conf in (mcp_config.get("mcpServers") or {}).values():
-            conf.setdefault("headers", {})[EPISODE_HEADER] = episode_id
+            headers = conf.setdefault("headers", {})
+            headers[EPISODE_HEADER] = episode_id
+            if task_id is not None:
+                headers[TASK_HEADER] = task_id
+                headers[TURN_HEADER] = "0"
     conf_kwargs = dict(spec.agent_config)
     conf_kwargs.update(llm or {})
     try:

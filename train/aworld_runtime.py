@@ -125,6 +125,28 @@ _use_in_memory_history()
 _quiet_loggers()
 
 
+def set_turn(agent, turn: int) -> None:
+    """Tell the agent's MCP servers that user turn `turn` has begun, and list its tools anew.
+
+    AWorld's sandbox keeps its own copy of the MCP config and caches the tool list
+    of its first listing: both are updated so a server that reveals tools per turn
+    (BFCL miss_func) is asked again with the new turn header.
+    """
+    from aworld_train.agent_spec import TURN_HEADER
+
+    mcpservers = getattr(getattr(agent, "sandbox", None), "mcpservers", None)
+    configs = [getattr(agent, "mcp_config", None), getattr(mcpservers, "mcp_config", None)]
+    changed = False
+    for config in configs:
+        for conf in ((config or {}).get("mcpServers") or {}).values():
+            headers = conf.get("headers") if isinstance(conf, dict) else None
+            if isinstance(headers, dict) and TURN_HEADER in headers:
+                changed = changed or headers[TURN_HEADER] != str(turn)
+                headers[TURN_HEADER] = str(turn)
+    if changed and mcpservers is not None:
+        mcpservers.tool_list = None
+
+
 async def run_turn(agent, text: str, session_id: str):
     """One user turn of `agent` in session `session_id`.
 
@@ -153,5 +175,6 @@ __all__ = [
     "register_llm_provider",
     "release_session",
     "run_turn",
+    "set_turn",
     "sanitize_openai_messages",
 ]

@@ -78,6 +78,9 @@ class DataConfig(_Section):
 
 class RewardConfig(_Section):
     fn: str | None = Field(None, description="'module:function' or 'path/to/file.py:function'")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments the reward function gets on every call"
+    )
 
 
 class EnvServerConfig(_Section):

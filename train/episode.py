@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from aworld_train import provider
 from aworld_train.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, release_session, run_turn
+from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
 from aworld_train.chat import ChatRenderer, content_text
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
@@ -70,6 +70,7 @@ class Episode:
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
+        self._user_turn = 0
 
     # -- ending -------------------------------------------------------------
     def _end(self, status: str, error: str | None = None) -> None:
@@ -176,7 +177,9 @@ class Episode:
             self._end("malformed_tool_call", "; ".join(parsed.errors))
             return await self._hold()
         for call, parsed_call in zip(calls, parsed.calls, strict=True):
-            record = ToolCallRecord(call.id, parsed_call.name, parsed_call.arguments, turn=turn)
+            record = ToolCallRecord(
+                call.id, parsed_call.name, parsed_call.arguments, turn=turn, user_turn=self._user_turn
+            )
             self.traj.tool_calls.append(record)
             self._calls_by_id[call.id] = record
         if calls:
@@ -241,8 +244,12 @@ class Episode:
                 },
             },
             episode_id=self.id,
+            task_id=self.task.id,
         )
-        for turn_text in self.task.user_turns:
+        for user_turn, turn_text in enumerate(self.task.user_turns):
+            self._user_turn = user_turn
+            self.traj.user_turns = user_turn + 1
+            set_turn(agent, user_turn)
             self._turn_calls = 0
             self.traj.final_answer = ""
             runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))

@@ -4,7 +4,9 @@
 - trajectory aware: `fn(trajectory, sample)`
 
 Either returns a float or a dict with a `score` key (the other keys become
-reward extras). Functions must be importable by reference, because verl and
+reward extras). `reward.kwargs` from the config are passed as keyword arguments
+(say, the weights of a combined reward); they are checked against the signature
+when the function is loaded. Functions must be importable by reference, because verl and
 AReaL workers import them in other processes: lambdas and closures are refused.
 """
 
@@ -14,7 +16,7 @@ import inspect
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,15 +68,38 @@ def reference_of(fn: Callable) -> str:
     return f"{module}:{name}"
 
 
+def _check_kwargs(fn: Callable, name: str, shape: Shape, kwargs: dict[str, Any]) -> None:
+    if not kwargs:
+        return
+    positional = ("a",) * (4 if shape == "verl" else 2)
+    try:
+        inspect.signature(fn).bind(*positional, **kwargs)
+    except TypeError as exc:
+        raise RewardError(
+            f"reward.kwargs {sorted(kwargs)} do not fit reward function {name} ({exc}); "
+            "remove them or use a function that takes them"
+        ) from None
+
+
 @dataclass
 class RewardFunction:
     fn: Callable
     reference: str
     shape: Shape
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, source: Any, name: str | None = None) -> RewardFunction:
+    def load(
+        cls, source: Any, name: str | None = None, kwargs: dict[str, Any] | None = None
+    ) -> RewardFunction:
         """A callable, 'module:function', 'file.py:function', or a file path with `name`."""
+        loaded = cls._load(source, name)
+        loaded.kwargs = dict(kwargs or {})
+        _check_kwargs(loaded.fn, loaded.reference, loaded.shape, loaded.kwargs)
+        return loaded
+
+    @classmethod
+    def _load(cls, source: Any, name: str | None = None) -> RewardFunction:
         if source is None:
             raise RewardError(
                 "reward_func is required: pass a function, 'module:function' or 'file.py:function'"
@@ -106,9 +131,10 @@ class RewardFunction:
                 getattr(trajectory, "final_answer", "") or "",
                 sample.get("ground_truth"),
                 sample.get("extra_info") or {},
+                **self.kwargs,
             )
         else:
-            value = self.fn(trajectory, sample)
+            value = self.fn(trajectory, sample, **self.kwargs)
         return self.normalise(value)
 
     def normalise(self, value: Any) -> tuple[float, dict[str, Any]]:

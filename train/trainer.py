@@ -46,7 +46,8 @@ class AgentTrainer:
         self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
         _check_rebuild(self.spec)
         self.reward = RewardFunction.load(
-            reward_func if reward_func is not None else cfg.reward.fn or native_reward(cfg)
+            reward_func if reward_func is not None else cfg.reward.fn or native_reward(cfg),
+            kwargs=cfg.reward.kwargs,
         )
         cfg.reward.fn = self.reward.reference
         train_source = train_dataset if train_dataset is not None else cfg.data.train

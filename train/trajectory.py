@@ -19,7 +19,8 @@ class ToolCallRecord:
     arguments: dict[str, Any]
     result: str | None = None
     error: bool = False
-    turn: int = 0
+    turn: int = 0  # the LLM call that made it
+    user_turn: int = 0  # the user turn it answers
 
 
 @dataclass
@@ -55,7 +56,8 @@ class Trajectory:
     messages: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     final_answer: str = ""
-    num_turns: int = 0
+    num_turns: int = 0  # LLM calls
+    user_turns: int = 0  # user turns begun
     finish_reasons: list[str] = field(default_factory=list)
     reward: float | None = None
     reward_extras: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +103,7 @@ class Trajectory:
             "final_answer": self.final_answer,
             "ground_truth": self.ground_truth,
             "num_turns": self.num_turns,
+            "user_turns": self.user_turns,
             "finish_reasons": self.finish_reasons,
             "timings": self.timings,
             "messages": self.messages,

@@ -227,6 +227,7 @@ def render(trainer: AgentTrainer) -> RenderedRun:
         "_target_": "aworld_train.backends.verl_loop.AWorldAgentLoop",
         "spec_path": str(spec_path),
         "reward": trainer.reward.reference,
+        "reward_kwargs": trainer.reward.kwargs,
         "rollout": rollout,
     }
     (folder / "agent_loop.yaml").write_text(yaml.safe_dump([loop_entry], sort_keys=False))

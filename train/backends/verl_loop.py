@@ -122,6 +122,7 @@ class AWorldAgentLoop(AgentLoopBase):
         spec_path: str,
         rollout: dict[str, Any] | None = None,
         reward: str | None = None,
+        reward_kwargs: dict[str, Any] | None = None,
         **kwargs,
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
@@ -137,7 +138,7 @@ class AWorldAgentLoop(AgentLoopBase):
             int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
         )
         self.settings = RolloutConfig(**settings)
-        self.reward = RewardFunction.load(reward) if reward else None
+        self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
         self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
         self.stop_ids = stop_token_ids(self.tokenizer)
 

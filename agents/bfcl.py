@@ -1,0 +1,40 @@
+"""The BFCL agent: an AWorld Agent whose tools are one BFCL entry's functions, served per episode."""
+
+from __future__ import annotations
+
+URL_VARIABLE = "BFCL_MCP_URL"
+DEFAULT_URL = "http://127.0.0.1:8766/mcp"
+
+SYSTEM_PROMPT = (
+    "You are an assistant that completes the user's requests by calling the provided functions. "
+    "Call functions one step at a time and use their results; when the request is done, or cannot be done "
+    "with the functions you have, answer briefly without a function call."
+)
+
+
+def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
+    """The agent's MCP config. The URL stays an env reference until a worker runs it."""
+    return {
+        "mcpServers": {
+            "bfcl": {
+                "type": "streamable-http",
+                "url": url or "${" + URL_VARIABLE + ":-" + DEFAULT_URL + "}",
+                "timeout": timeout_s,
+                "sse_read_timeout": timeout_s,
+                "client_session_timeout_seconds": timeout_s,
+            }
+        }
+    }
+
+
+def build_agent(url: str | None = None, provider: str = "aworld_train"):
+    from aworld_train.aworld_runtime import Agent, AgentConfig
+
+    return Agent(
+        name="bfcl_agent",
+        desc="Completes multi-turn BFCL requests with the entry's functions",
+        system_prompt=SYSTEM_PROMPT,
+        mcp_config=mcp_config(url),
+        mcp_servers=["bfcl"],
+        conf=AgentConfig(llm_provider=provider),
+    )
