@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from aworld_train.agents.mcp_config import env_url, streamable_http
+
 URL_VARIABLE = "BFCL_MCP_URL"
 DEFAULT_URL = "http://127.0.0.1:8766/mcp"
 
@@ -14,17 +16,7 @@ SYSTEM_PROMPT = (
 
 def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
     """The agent's MCP config. The URL stays an env reference until a worker runs it."""
-    return {
-        "mcpServers": {
-            "bfcl": {
-                "type": "streamable-http",
-                "url": url or "${" + URL_VARIABLE + ":-" + DEFAULT_URL + "}",
-                "timeout": timeout_s,
-                "sse_read_timeout": timeout_s,
-                "client_session_timeout_seconds": timeout_s,
-            }
-        }
-    }
+    return streamable_http("bfcl", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):

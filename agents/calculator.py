@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from aworld_train.agents.mcp_config import env_url, streamable_http
+
 URL_VARIABLE = "CALCULATOR_MCP_URL"
 DEFAULT_URL = "http://127.0.0.1:8765/mcp"
 
@@ -36,17 +38,7 @@ FEW_SHOT = _example("What is 12 * 7?", "12 * 7", "84", "example_1") + _example(
 
 def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
     """The agent's MCP config. The URL stays an env reference until a worker runs it."""
-    return {
-        "mcpServers": {
-            "calculator": {
-                "type": "streamable-http",
-                "url": url or "${" + URL_VARIABLE + ":-" + DEFAULT_URL + "}",
-                "timeout": timeout_s,
-                "sse_read_timeout": timeout_s,
-                "client_session_timeout_seconds": timeout_s,
-            }
-        }
-    }
+    return streamable_http("calculator", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):

@@ -25,27 +25,13 @@ import yaml  # noqa: E402
 from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
 from areal.api.io_struct import ModelRequest, ModelResponse  # noqa: E402
 from areal.api.workflow_api import RolloutWorkflow  # noqa: E402
+from backend_support import REWARD, ROWS, trainer_for  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
 from aworld_train.backends.areal import areal_fields, derived_values, render  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
 
-AGENT = "aworld_train.agents.calculator:build_agent"
-REWARD = "aworld_train.rewards.calculator:exact_answer"
-ROWS = [{"prompt": f"What is {i} * 3?", "ground_truth": i * 3} for i in range(1, 5)]
 BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
-
-
-def trainer_for(tmp_path, config, **kwargs):
-    args = {
-        "agent": AGENT,
-        "reward_func": REWARD,
-        "train_dataset": ROWS,
-        "test_dataset": ROWS[:2],
-        "run_path": tmp_path / "run",
-    }
-    args.update(kwargs)
-    return AgentTrainer(config=config, **args)
 
 
 def get(tree, dotted):

@@ -11,15 +11,12 @@ import pytest
 pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
 import yaml  # noqa: E402
+from backend_support import ROWS, trainer_for  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
 from aworld_train.backends.verl import render, verl_defaults  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
-
-AGENT = "aworld_train.agents.calculator:build_agent"
-REWARD = "aworld_train.rewards.calculator:exact_answer"
-ROWS = [{"prompt": f"What is {i} * 3?", "ground_truth": i * 3} for i in range(1, 5)]
 
 # The shape of AWorld's GAIA grpo_trainer.yaml: verl's own layout, the auto fields left blank.
 GAIA_STYLE = """
@@ -36,18 +33,6 @@ trainer: {default_local_dir: "", n_gpus_per_node: 8, nnodes: 1, total_training_s
 
 def final_of(run):
     return OmegaConf.to_container(run.final, resolve=False)
-
-
-def trainer_for(tmp_path, config, **kwargs):
-    args = {
-        "agent": AGENT,
-        "reward_func": REWARD,
-        "train_dataset": ROWS,
-        "test_dataset": ROWS[:2],
-        "run_path": tmp_path / "run",
-    }
-    args.update(kwargs)
-    return AgentTrainer(config=config, **args)
 
 
 def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):

@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+from aworld_train.agents.mcp_config import streamable_http
+
 GATEWAY_NAME = "aworld-mcp"
 URL_ENV = "MCP_SERVER_URL"
 AUTH_ENV = "MCP_SERVER_AUTHORIZATION"
@@ -40,16 +42,5 @@ def get_agent_tool_env_and_servers(
             )
             os.environ[AUTH_ENV] = value
             headers["Authorization"] = f"${{{AUTH_ENV}}}"
-    config = {
-        "mcpServers": {
-            GATEWAY_NAME: {
-                "type": "streamable-http",
-                "url": url or os.environ.get(URL_ENV) or DEFAULT_URL,
-                "headers": headers,
-                "timeout": TIMEOUT_S,
-                "sse_read_timeout": TIMEOUT_S,
-                "client_session_timeout_seconds": TIMEOUT_S,
-            }
-        }
-    }
-    return config, servers
+    url = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    return streamable_http(GATEWAY_NAME, url, TIMEOUT_S, headers), servers
