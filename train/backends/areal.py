@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from aworld_train.backends.native import Derived, fill, launch
+from aworld_train.backends.native import Derived, fill, launch_run
 from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -192,8 +192,4 @@ def render(trainer: AgentTrainer) -> RenderedRun:
 
 def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
     run = render(trainer)
-    command = run.command()
-    if resume:
-        command.append("recover.mode=auto")
-    returncode, log_path = launch(command, trainer, "areal.log")
-    return {"backend": "areal", "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}
+    return launch_run("areal", run.command(), run.folder, trainer, "recover.mode=auto", resume)

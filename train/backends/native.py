@@ -117,3 +117,13 @@ def launch(command: list[str], trainer: AgentTrainer, log_name: str) -> tuple[in
                 log.write(line)
             returncode = proc.wait()
     return returncode, log_path
+
+
+def launch_run(
+    backend: str, command: list[str], folder: Path, trainer: AgentTrainer, resume_override: str, resume: bool
+) -> dict[str, Any]:
+    """Launch a rendered run (with the engine's own resume override when resuming); its summary."""
+    returncode, log_path = launch(
+        [*command, resume_override] if resume else command, trainer, f"{backend}.log"
+    )
+    return {"backend": backend, "returncode": returncode, "run_dir": str(folder), "log": str(log_path)}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from aworld_train.backends.native import BLANK, Derived, fill, get, launch, module_file, put
+from aworld_train.backends.native import BLANK, Derived, fill, get, launch_run, module_file, put
 from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -239,8 +239,4 @@ def render(trainer: AgentTrainer) -> RenderedRun:
 
 def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
     run = render(trainer)
-    command = run.command()
-    if resume:
-        command.append("trainer.resume_mode=auto")
-    returncode, log_path = launch(command, trainer, "verl.log")
-    return {"backend": "verl", "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}
+    return launch_run("verl", run.command(), run.folder, trainer, "trainer.resume_mode=auto", resume)
