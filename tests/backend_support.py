@@ -1,6 +1,10 @@
-"""The calculator agent, reward and rows the backend tests render runs from."""
+"""The calculator agent, reward and rows the backend tests render runs from, and a scripted
+calculator model for the engines' fake servers."""
 
 from __future__ import annotations
+
+import json
+import re
 
 from aworld_train import AgentTrainer
 
@@ -19,3 +23,17 @@ def trainer_for(tmp_path, config, **kwargs) -> AgentTrainer:
     }
     args.update(kwargs)
     return AgentTrainer(config=config, **args)
+
+
+def calculator_reply(prompt_text: str) -> str:
+    """A calculate call for the last question, then the answer the tool returned."""
+    question = re.findall(r"What is ([^?]+)\?", prompt_text)[-1]
+    after_question = prompt_text[prompt_text.rindex("What is") :]  # past the agent's few-shot turns
+    results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", after_question)
+    if results:
+        return f"The answer is {results[-1]}."
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": "calculate", "arguments": {"expression": question}})
+        + "\n</tool_call>"
+    )

@@ -25,7 +25,7 @@ import yaml  # noqa: E402
 from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
 from areal.api.io_struct import ModelRequest, ModelResponse  # noqa: E402
 from areal.api.workflow_api import RolloutWorkflow  # noqa: E402
-from backend_support import REWARD, ROWS, trainer_for  # noqa: E402
+from backend_support import REWARD, ROWS, calculator_reply, trainer_for  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
 from aworld_train.backends.areal import areal_fields, derived_values, render  # noqa: E402
@@ -266,23 +266,6 @@ class FakeEngine:
             output_versions=[self.version] * len(ids),
             stop_reason="stop",
         )
-
-
-def calculator_reply(prompt_text: str) -> str:
-    import json
-    import re
-
-    question = re.findall(r"What is ([^?]+)\?", prompt_text)[-1]
-    results = re.findall(
-        r"<tool_response>\n(.*?)\n</tool_response>", prompt_text[prompt_text.rindex("What is") :]
-    )
-    if results:
-        return f"The answer is {results[-1]}."
-    return (
-        "<tool_call>\n"
-        + json.dumps({"name": "calculate", "arguments": {"expression": question}})
-        + "\n</tool_call>"
-    )
 
 
 @pytest.fixture

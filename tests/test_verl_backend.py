@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
 import yaml  # noqa: E402
-from backend_support import ROWS, trainer_for  # noqa: E402
+from backend_support import ROWS, calculator_reply, trainer_for  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
@@ -172,21 +172,6 @@ class FakeLLMServerClient:
         ids = ids[: sampling_params.get("max_tokens", len(ids))]
         self.outputs.append(ids)
         return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
-
-
-def calculator_reply(prompt_text: str) -> str:
-    import re
-
-    question = re.findall(r"What is ([^?]+)\?", prompt_text)[-1]
-    after_question = prompt_text[prompt_text.rindex("What is") :]  # past the agent's few-shot turns
-    results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", after_question)
-    if results:
-        return f"The answer is {results[-1]}."
-    return (
-        "<tool_call>\n"
-        + json.dumps({"name": "calculate", "arguments": {"expression": question}})
-        + "\n</tool_call>"
-    )
 
 
 def instantiate_like_verl(run, tokenizer, server):

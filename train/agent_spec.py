@@ -100,6 +100,11 @@ def protect_secrets(mcp_config: dict[str, Any], env: dict[str, str] | None = Non
     return out
 
 
+def is_env_reference(value: str) -> bool:
+    """Whether `value` is a single `${VAR}` / `${VAR:-default}` reference."""
+    return _ENV_REF.fullmatch(value) is not None
+
+
 def resolve_env_refs(obj: Any, env: dict[str, str] | None = None) -> Any:
     """`${VAR}` references replaced by their values at run time; a missing variable is an error."""
     env = dict(os.environ if env is None else env)

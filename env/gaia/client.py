@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
+from aworld_train.agent_spec import is_env_reference
 from aworld_train.agents.mcp_config import streamable_http
 
 GATEWAY_NAME = "aworld-mcp"
@@ -15,7 +15,6 @@ AUTH_ENV = "MCP_SERVER_AUTHORIZATION"
 DEFAULT_URL = "${GAIA_MCP_URL:-http://127.0.0.1:8080/mcp}"
 DEFAULT_SERVERS = ["documents", "python", "calculator", "search"]
 TIMEOUT_S = 600
-_ENV_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}$")
 
 
 def get_agent_tool_env_and_servers(
@@ -34,7 +33,7 @@ def get_agent_tool_env_and_servers(
     servers = list(servers) if servers is not None else list(DEFAULT_SERVERS)
     headers: dict[str, str] = {"MCP_SERVERS": ",".join(servers)}
     if authorization:
-        if _ENV_REFERENCE.match(authorization):
+        if is_env_reference(authorization):
             headers["Authorization"] = authorization
         else:
             value = (

@@ -191,11 +191,14 @@ class Gateway:
             raise ToolCallFailed(f"tool server {backend.name!r} is unreachable: {exc!r}") from None
         timeout = backend.config.timeout_s or self.settings.call_timeout_s
         call = asyncio.create_task(session.call(own_name, arguments, timeout))
-        death = asyncio.create_task(_wait_for_death(backend))
+        # Only a server the gateway runs has a process to watch; others fail their call themselves.
+        death = asyncio.create_task(_wait_for_death(backend)) if backend.config.kind == "run" else None
         try:
-            done, _ = await asyncio.wait({call, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            watched = {call, death} if death else {call}
+            done, _ = await asyncio.wait(watched, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            death.cancel()
+            if death:
+                death.cancel()
         if call in done:
             try:
                 return call.result()
@@ -204,7 +207,7 @@ class Gateway:
                 raise ToolCallFailed(f"tool {name!r} failed on server {backend.name!r}: {exc!r}") from None
         call.cancel()
         await self._drop((episode, backend.name))
-        if death in done:
+        if death is not None and death in done:
             with contextlib.suppress(BackendDown):
                 await backend.ensure_running()
             raise ToolCallFailed(
