@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.agent_spec import AgentSpec
+from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.env.launcher import free_port, port_open
-from aworld_train.episode import Episode, run_episodes
-from aworld_train.policy import ScriptedPolicy
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task
+from aworld_train.rollout.episode import Episode, run_episodes
+from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.rollout.trajectory import Task
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 

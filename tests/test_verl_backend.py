@@ -4,7 +4,6 @@ rules, and our agent loop run by verl's registry/instantiate path and post-proce
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -15,8 +14,9 @@ from backend_support import ROWS, calculator_reply, trainer_for  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
-from aworld_train.backends.verl import render, verl_defaults  # noqa: E402
+from aworld_train.engines.verl.render import verl_defaults  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
+from aworld_train.rollout.codec import TASK_FIELD, task_from_json  # noqa: E402
 
 # The shape of AWorld's GAIA grpo_trainer.yaml: verl's own layout, the auto fields left blank.
 GAIA_STYLE = """
@@ -31,6 +31,11 @@ trainer: {default_local_dir: "", n_gpus_per_node: 8, nnodes: 1, total_training_s
 """
 
 
+def _render(trainer):
+    """The engine's run folder, written through the facade as `aworld-train render` does."""
+    return trainer.render()
+
+
 def final_of(run):
     return OmegaConf.to_container(run.final, resolve=False)
 
@@ -40,7 +45,7 @@ def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
     path.write_text(GAIA_STYLE)
     trainer = trainer_for(tmp_path, str(path))
     assert trainer.config.backend == "verl"
-    run = render(trainer)
+    run = _render(trainer)
     final = run.final
     folder = run.folder
     assert final.data.train_files == str(folder / "train.parquet") and final.data.val_files == str(
@@ -62,10 +67,11 @@ def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
         {"role": "user", "content": "What is 1 * 3?"}
     ]
     assert (
-        row["reward_model"]["ground_truth"] == "3" and json.loads(row["extra_info"]["ground_truth_json"]) == 3
+        row["reward_model"]["ground_truth"] == "3"
+        and task_from_json(row["extra_info"][TASK_FIELD]).ground_truth == 3
     )
     loop = yaml.safe_load((folder / "agent_loop.yaml").read_text())
-    assert loop[0]["_target_"] == "aworld_train.backends.verl_loop.AWorldAgentLoop"
+    assert loop[0]["_target_"] == "aworld_train.engines.verl.loop.AWorldAgentLoop"
 
 
 def test_user_set_paths_are_kept(tmp_path):
@@ -77,7 +83,7 @@ def test_user_set_paths_are_kept(tmp_path):
     native["custom_reward_function"] = {"path": reward_fixtures.__file__, "name": "verl_style"}
     native["trainer"]["default_local_dir"] = "/ckpt/gaia"
     # the YAML names the data and the reward itself: no dataset or reward_func is needed
-    run = render(trainer_for(tmp_path, native, reward_func=None, train_dataset=None, test_dataset=None))
+    run = _render(trainer_for(tmp_path, native, reward_func=None, train_dataset=None, test_dataset=None))
     assert run.final.data.train_files == "/data/gaia/train.parquet"
     assert run.final.data.val_files == "/data/gaia/val.parquet"
     assert run.final.reward.custom_reward_function.path == reward_fixtures.__file__
@@ -95,15 +101,15 @@ def test_a_dataset_and_native_files_at_once_is_a_contradiction(tmp_path):
     with pytest.raises(
         ConfigError, match="verl.data.train_files='/data/gaia/train.parquet' contradicts data.train"
     ):
-        render(trainer_for(tmp_path, native))
+        _render(trainer_for(tmp_path, native))
     native = yaml.safe_load(GAIA_STYLE)
     native["custom_reward_function"] = {"path": "/code/other.py", "name": "other"}
     with pytest.raises(ConfigError, match="contradicts reward.fn"):
-        render(trainer_for(tmp_path, native))
+        _render(trainer_for(tmp_path, native))
 
 
 def test_no_config_uses_our_dataset_and_reward_never_verls_examples(tmp_path):
-    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     text = run.config_path.read_text()
     assert "gsm8k" not in text
     assert (
@@ -122,18 +128,18 @@ def test_contradiction_between_common_and_native_is_an_error(tmp_path):
     with pytest.raises(
         ConfigError, match=r"verl.actor_rollout_ref.rollout.n=4 contradicts algorithm.group_size"
     ):
-        render(trainer_for(tmp_path, config))
+        _render(trainer_for(tmp_path, config))
     agree = {
         "backend": "verl",
         "algorithm": {"group_size": 4},
         "verl": {"actor_rollout_ref": {"rollout": {"n": 4}}},
     }
-    assert render(trainer_for(tmp_path, agree)).final.actor_rollout_ref.rollout.n == 4
+    assert _render(trainer_for(tmp_path, agree)).final.actor_rollout_ref.rollout.n == 4
 
 
 def test_unknown_native_key_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="not a key of verl"):
-        render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"totl_steps": 3}}}))
+        _render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"totl_steps": 3}}}))
 
 
 def test_rendered_config_composes_with_verls_hydra_config(tmp_path):
@@ -141,7 +147,7 @@ def test_rendered_config_composes_with_verls_hydra_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from verl.utils.config import omega_conf_to_dataclass
 
-    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     with initialize_config_dir(config_dir=str(run.folder), version_base=None):
         cfg = compose(config_name=run.config_path.stem)
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
@@ -213,7 +219,7 @@ def verl_run(tmp_path, calculator_server, monkeypatch):
         "rollout": {"tool_block": "never", "max_response_tokens": 300},
         "verl": {"data": {"max_prompt_length": 1024}},
     }
-    return render(trainer_for(tmp_path, config))
+    return _render(trainer_for(tmp_path, config))
 
 
 def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
@@ -238,6 +244,7 @@ def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
         "num_tool_calls",
         "tool_errors",
         "segments",
+        "segments_dropped",
         "truncated",
         "reward_extras",
     }
@@ -337,8 +344,8 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     from verl.tools.tool_registry import load_all_tools
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from aworld_train.agent_spec import load_agent_spec
     from aworld_train.agents.calculator import SYSTEM_PROMPT, build_agent
+    from aworld_train.aworld.agent_spec import load_agent_spec
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     tok = copy.deepcopy(tokenizer)
@@ -348,7 +355,7 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     # ours: the calculator agent without few-shot turns, rendered for verl
     spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
     trainer = trainer_for(tmp_path, {"backend": "verl", "rollout": {"tool_block": "never"}}, agent=spec)
-    run = render(trainer)
+    run = _render(trainer)
     ours_server = FakeLLMServerClient(tok, calculator_reply)
     ours = asyncio.run(instantiate_like_verl(run, tok, ours_server).run(sampling, **row_kwargs(run)))
 
@@ -390,12 +397,16 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
     (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
-    from aworld_train.backends import verl as verl_backend
+    from aworld_train.engines.verl import render as verl_render
 
     monkeypatch.setattr(
-        verl_backend.RenderedRun,
+        verl_render,
         "command",
-        lambda self: [sys.executable, "-c", "print('step:1 - reward 0.5'); raise SystemExit(3)"],
+        lambda folder, config_path: (
+            sys.executable,
+            "-c",
+            "print('step:1 - reward 0.5'); raise SystemExit(3)",
+        ),
     )
     result = trainer_for(tmp_path, {"backend": "verl"}).train()
     assert result["returncode"] == 3
@@ -423,6 +434,6 @@ def test_the_gpu_smoke_models_files_travel_with_the_repo(tmp_path):
         train_dataset=ROWS,
         test_dataset=ROWS[:2],
     )
-    run = render(trainer)
+    run = _render(trainer)
     assert run.final.actor_rollout_ref.model.path == model
     assert run.final.trainer.n_gpus_per_node == 1

@@ -15,9 +15,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
-from aworld_train.agent_spec import EPISODE_HEADER
 from aworld_train.env.gaia.settings import ToolServer
 from aworld_train.env.launcher import RunningServer, spawn_server, wait_until_listening
+from aworld_train.protocol import EPISODE_HEADER
 
 log = logging.getLogger("aworld_train.gaia.gateway")
 

@@ -6,7 +6,7 @@ answers AWorld. AWorld executes the tools. The episode ends on the agent's final
 answer, on max turns, on its timeout, when a tool call gets no answer in time
 (the server hung or died), or on a malformed tool call; every ending is a
 status, and nothing is ever written into the ledger that the policy or the
-template did not produce (DESIGN invariants 1 and 2).
+template did not produce (ARCHITECTURE.md invariants 1 and 2).
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from aworld_train import provider
-from aworld_train.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld_runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
-from aworld_train.chat import ChatRenderer, content_text
+from aworld_train.aworld import install, provider
+from aworld_train.aworld.agent_spec import AgentSpec, build_agent
+from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
-from aworld_train.ledger import TokenLedger
-from aworld_train.policy import PolicyClient, SamplingParams
 from aworld_train.reward import RewardFunction
-from aworld_train.tool_parser import parse_tool_calls
-from aworld_train.trajectory import Task, ToolCallRecord, Trajectory
+from aworld_train.rollout.chat import ChatRenderer, content_text
+from aworld_train.rollout.codec import DECODE_KWARGS
+from aworld_train.rollout.ledger import TokenLedger
+from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.tool_parser import parse_tool_calls
+from aworld_train.rollout.trajectory import Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
 
@@ -159,7 +160,7 @@ class Episode:
         started = time.perf_counter()
         gen = await self.runtime.policy.generate(prompt_ids, sampling)
         self._policy_s += time.perf_counter() - started
-        text = self.runtime.renderer.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+        text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
         parsed = parse_tool_calls(text, self.cfg.tool_parser)
         turn = self.traj.num_turns
         self.traj.num_turns += 1
@@ -210,6 +211,7 @@ class Episode:
 
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
+        install()
         started = time.perf_counter()
         provider.attach(self.id, self)
         try:
@@ -229,8 +231,14 @@ class Episode:
         return self.traj
 
     async def _run_turns(self, deadline: float) -> None:
+        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
+        spec = (
+            self.spec.model_copy(update={"system_prompt": self.task.system})
+            if self.task.system
+            else self.spec
+        )
         agent = build_agent(
-            self.spec,
+            spec,
             llm={
                 "llm_provider": provider.PROVIDER_NAMES[0],
                 "llm_base_url": provider.episode_url(self.id),

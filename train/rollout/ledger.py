@@ -1,4 +1,4 @@
-"""The token ledger: the exact ids of one episode's conversation (DESIGN invariant 1).
+"""The token ledger: the exact ids of one episode's conversation (ARCHITECTURE.md invariant 1).
 
 Every prompt sent to the policy is the ledger itself. Sampled ids are appended
 as they came (mask 1, with their logprobs); everything else the template adds
@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_train.chat import ChatRenderer, Message, content_text
-from aworld_train.policy import Generation
+from aworld_train.rollout.chat import ChatRenderer, Message, content_text
+from aworld_train.rollout.policy import Generation
 
 
 @dataclass

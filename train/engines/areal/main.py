@@ -1,6 +1,6 @@
 """Entry point `aworld-train run` launches for backend: areal (in an environment with AReaL).
 
-    python -m aworld_train.backends.areal_main --config RUN/areal/areal_config.yaml [key=value ...]
+    python -m aworld_train.engines.areal.main --config RUN/areal/areal_config.yaml [key=value ...]
 
 AReaL loads the config (its defaults fill what the file leaves out), its trainer
 starts the rollout and training workers with the configured scheduler, and every
@@ -23,7 +23,7 @@ def config_path(argv: list[str]) -> Path:
             return Path(argv[i + 1])
         if arg.startswith("--config="):
             return Path(arg.split("=", 1)[1])
-    raise SystemExit("usage: python -m aworld_train.backends.areal_main --config RUN/areal/areal_config.yaml")
+    raise SystemExit("usage: python -m aworld_train.engines.areal.main --config RUN/areal/areal_config.yaml")
 
 
 def read_rows(path: str | None) -> list[dict[str, Any]]:

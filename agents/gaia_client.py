@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aworld_train.agent_spec import is_env_reference
 from aworld_train.agents.mcp_config import streamable_http
+from aworld_train.protocol import is_env_reference
 
 GATEWAY_NAME = "aworld-mcp"
 URL_ENV = "MCP_SERVER_URL"

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from aworld_train.backends.native import BLANK, Derived, fill, get, launch_run, module_file, put
+from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put
 from aworld_train.errors import ConfigError
+from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
 if TYPE_CHECKING:
-    from aworld_train.trainer import AgentTrainer
+    from aworld_train.config import TrainConfig
 
 AGENT_NAME = "aworld_agent"
 
@@ -40,24 +41,21 @@ def native_value(cfg, dotted: str) -> Any:
     return None if value in BLANK else value
 
 
-def native_train_files(cfg) -> bool:
-    """A verl config that names its own parquet files needs no dataset from us."""
-    return native_value(cfg, "data.train_files") is not None
-
-
-def native_reward(cfg) -> str | None:
-    """The reward a native verl config names (custom_reward_function.path/name), as a reference."""
+def native_inputs(cfg: TrainConfig) -> NativeInputs:
+    """A native verl config may name its own parquet files and its reward (custom_reward_function)."""
+    reward = None
     for section in ("reward.custom_reward_function", "custom_reward_function"):
         path = native_value(cfg, f"{section}.path")
         if path:
-            return f"{path}:{native_value(cfg, f'{section}.name') or 'compute_score'}"
-    return None
+            reward = f"{path}:{native_value(cfg, f'{section}.name') or 'compute_score'}"
+            break
+    return NativeInputs(reward=reward, has_train_files=native_value(cfg, "data.train_files") is not None)
 
 
-def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list[Derived]:
-    cfg = trainer.config
+def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
+    cfg = inputs.config
     algo, rollout = cfg.algorithm, cfg.rollout
-    reward_path, _, reward_name = trainer.reward.reference.rpartition(":")
+    reward_path, _, reward_name = inputs.reward.reference.rpartition(":")
     reward_file = module_file(reward_path)
     response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_turns * 2
     return [
@@ -92,26 +90,26 @@ def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list
         Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
         Derived("reward.custom_reward_function.path", reward_file, "reward.fn"),
         Derived("reward.custom_reward_function.name", reward_name, "reward.fn"),
-        Derived("trainer.default_local_dir", str(Path(cfg.trainer.run_dir).resolve() / "checkpoints")),
+        Derived("trainer.default_local_dir", str(inputs.run_dir.resolve() / "checkpoints")),
         Derived("trainer.total_training_steps", cfg.trainer.steps, "trainer.steps"),
         Derived("trainer.save_freq", cfg.trainer.save_every or -1, "trainer.save_every"),
         Derived("trainer.test_freq", cfg.trainer.eval_every or -1, "trainer.eval_every"),
         Derived("trainer.val_before_train", cfg.trainer.eval_before, "trainer.eval_before"),
         Derived("trainer.project_name", "aworld-train"),
-        Derived("trainer.experiment_name", Path(cfg.trainer.run_dir).name),
+        Derived("trainer.experiment_name", inputs.run_dir.name),
         Derived("trainer.logger", ["console"]),
     ]
 
 
-def merge_native(trainer: AgentTrainer, folder: Path, model_path: str) -> dict[str, Any]:
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
     """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
-    native = json.loads(json.dumps(trainer.config.verl))
+    native = json.loads(json.dumps(inputs.config.verl))
     legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
     if isinstance(legacy, dict):
         for key, value in legacy.items():
             if get(native, f"reward.custom_reward_function.{key}") in BLANK:
                 put(native, f"reward.custom_reward_function.{key}", value)
-    return fill(native, derived_values(trainer, folder, model_path), trainer, "verl", _same)
+    return fill(native, derived_values(inputs, folder, model_path), inputs, "verl", _same)
 
 
 def _same(given: Any, derived: Any, key: str) -> bool:
@@ -158,85 +156,61 @@ def validate(final) -> None:
         raise ConfigError(f"verl rejects the rendered config: {exc}") from None
 
 
-def _ground_truth_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def write_parquet(tasks, path: Path) -> None:
+    """verl's row layout (chat `prompt`, `reward_model`, `agent_name`); the task itself rides in extra_info."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = []
-    for index, task in enumerate(tasks):
-        prompt = ([{"role": "system", "content": task.system}] if task.system else []) + [
-            {"role": "user", "content": task.user_turns[0]}
-        ]
-        rows.append(
-            {
-                "prompt": prompt,
-                "data_source": task.data_source,
-                "agent_name": AGENT_NAME,
-                "reward_model": {"style": "rule", "ground_truth": _ground_truth_text(task.ground_truth)},
-                "extra_info": {
-                    "index": index,
-                    "task_id": task.id,
-                    "user_turns": task.user_turns,
-                    "ground_truth_json": json.dumps(task.ground_truth),
-                    "user_extra_info": json.dumps(task.extra_info, default=str),
-                },
-            }
-        )
+    rows = [
+        {
+            "prompt": chat_prompt(task),
+            "data_source": task.data_source,
+            "agent_name": AGENT_NAME,
+            "reward_model": {"style": "rule", "ground_truth": ground_truth_text(task.ground_truth)},
+            "extra_info": {"index": index, "task_id": task.id, TASK_FIELD: task_to_json(task)},
+        }
+        for index, task in enumerate(tasks)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-@dataclass
-class RenderedRun:
-    folder: Path
-    config_path: Path
-    final: Any
-
-    def command(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "verl.trainer.main_ppo",
-            f"--config-path={self.folder}",
-            f"--config-name={self.config_path.stem}",
-        ]
+def command(folder: Path, config_path: Path) -> tuple[str, ...]:
+    return (
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        f"--config-path={folder}",
+        f"--config-name={config_path.stem}",
+    )
 
 
-def render(trainer: AgentTrainer) -> RenderedRun:
+def render(inputs: RunInputs) -> RenderedRun:
     from omegaconf import OmegaConf
 
     from aworld_train.models import resolve_model_path
 
-    cfg = trainer.config
-    folder = (Path(cfg.trainer.run_dir) / "verl").resolve()
+    cfg = inputs.config
+    folder = (inputs.run_dir / "verl").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     model_path = str(resolve_model_path(cfg.model))
-    final = compose(merge_native(trainer, folder, model_path))
+    final = compose(merge_native(inputs, folder, model_path))
     validate(final)
-    if trainer.train_tasks:
-        write_parquet(trainer.train_tasks, folder / "train.parquet")
-    if trainer.test_tasks or trainer.train_tasks:
-        write_parquet(trainer.test_tasks or trainer.train_tasks, folder / "val.parquet")
-    spec_path = trainer.spec.write(folder / "agent_spec.yaml")
+    if inputs.train_tasks:
+        write_parquet(inputs.train_tasks, folder / "train.parquet")
+    if inputs.test_tasks or inputs.train_tasks:
+        write_parquet(inputs.test_tasks or inputs.train_tasks, folder / "val.parquet")
+    spec_path = inputs.spec.write(folder / "agent_spec.yaml")
     rollout = cfg.rollout.model_dump(mode="json")
     loop_entry = {
         "name": AGENT_NAME,
-        "_target_": "aworld_train.backends.verl_loop.AWorldAgentLoop",
+        "_target_": "aworld_train.engines.verl.loop.AWorldAgentLoop",
         "spec_path": str(spec_path),
-        "reward": trainer.reward.reference,
-        "reward_kwargs": trainer.reward.kwargs,
+        "reward": inputs.reward.reference,
+        "reward_kwargs": inputs.reward.kwargs,
         "rollout": rollout,
     }
     (folder / "agent_loop.yaml").write_text(yaml.safe_dump([loop_entry], sort_keys=False))
     config_path = folder / "verl_config.yaml"
     OmegaConf.save(final, config_path, resolve=False)
-    (Path(cfg.trainer.run_dir) / "config.yaml").write_text(cfg.render())
-    return RenderedRun(folder, config_path, final)
-
-
-def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
-    run = render(trainer)
-    return launch_run("verl", run.command(), run.folder, trainer, "trainer.resume_mode=auto", resume)
+    (inputs.run_dir / "config.yaml").write_text(cfg.render())
+    return RenderedRun("verl", folder, config_path, command(folder, config_path), final)

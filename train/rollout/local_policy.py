@@ -11,10 +11,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from aworld_train.policy import Generation, SamplingParams
+from aworld_train.rollout.policy import Generation, SamplingParams
+
+if TYPE_CHECKING:
+    from aworld_train.config import TrainConfig
+    from aworld_train.rollout.episode import RolloutRuntime
 
 
 @dataclass
@@ -160,3 +165,18 @@ class LocalPolicy:
 
 def _sampling_key(s: SamplingParams) -> tuple:
     return (s.temperature, s.top_p, s.top_k, s.seed)
+
+
+def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[RolloutRuntime, object]:
+    """The rollout runtime over a local transformers policy; returns (runtime, policy)."""
+    from aworld_train.models import load_model, load_tokenizer, stop_token_ids
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.episode import RolloutRuntime
+
+    tokenizer = tokenizer or load_tokenizer(config.model)
+    model = model or load_model(config.model)
+    stops = stop_token_ids(tokenizer)
+    policy = LocalPolicy(model, tokenizer, stops, max_batch_size=config.rollout.max_batch_size)
+    return RolloutRuntime(
+        policy, ChatRenderer(tokenizer, tool_block=config.rollout.tool_block), stops, config.rollout
+    ), policy

@@ -15,14 +15,15 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from aworld_train.agent_spec import load_agent_spec
-from aworld_train.chat import ChatRenderer
+from aworld_train.aworld.agent_spec import load_agent_spec
 from aworld_train.config import RolloutConfig
-from aworld_train.episode import Episode, RolloutRuntime
 from aworld_train.models import stop_token_ids
-from aworld_train.policy import Generation, SamplingParams
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task, Trajectory
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.codec import TASK_FIELD, episode_sample, task_from_foreign_row, task_from_json
+from aworld_train.rollout.episode import Episode, RolloutRuntime
+from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.trajectory import Task, Trajectory
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
 
@@ -54,42 +55,28 @@ class VerlServerPolicy:
 
 
 def task_from_row(kwargs: dict[str, Any]) -> Task:
-    """The dataset row verl passes to `run` back into our Task."""
-    extra = dict(kwargs.get("extra_info") or {})
-    raw_prompt = list(kwargs.get("raw_prompt") or [])
-    turns = list(extra.get("user_turns") or [m["content"] for m in raw_prompt if m.get("role") == "user"])
-    system = next((m["content"] for m in raw_prompt if m.get("role") == "system"), None)
-    reward_model = kwargs.get("reward_model") or {}
-    truth = (
-        json.loads(extra["ground_truth_json"])
-        if "ground_truth_json" in extra
-        else reward_model.get("ground_truth")
-    )
-    return Task(
-        id=str(extra.get("task_id", kwargs.get("index", ""))),
-        user_turns=turns,
-        ground_truth=truth,
-        system=system,
-        data_source=str(kwargs.get("data_source", "aworld_train")),
-        extra_info=json.loads(extra.get("user_extra_info") or "{}"),
-        row={k: v for k, v in kwargs.items() if k not in ("raw_prompt",)},
-    )
+    """The dataset row verl passes to `run` back into our Task (ours, or a native verl row)."""
+    extra = kwargs.get("extra_info") or {}
+    if TASK_FIELD in extra:
+        return task_from_json(extra[TASK_FIELD])
+    return task_from_foreign_row(kwargs, kwargs.get("index", ""))
 
 
 def to_agent_loop_output(
     traj: Trajectory, prompt_fallback: list[int], response_length: int, pad_id: int, train_on_malformed: bool
 ) -> AgentLoopOutput:
-    seg = traj.segments[0] if traj.segments else None
-    if seg is None or not seg.response_ids:
-        prompt_ids = seg.prompt_ids if seg else prompt_fallback
+    sample = episode_sample(traj, train_on_malformed)
+    if sample is None:
+        prompt_ids = traj.segments[0].prompt_ids if traj.segments else prompt_fallback
         response_ids, mask, logprobs = [pad_id], [0], [0.0]
+        reward, dropped, truncated = 0.0, 0, False
     else:
-        prompt_ids = seg.prompt_ids
-        response_ids = seg.response_ids[:response_length]
-        logprobs = seg.response_logprobs[:response_length]
-        mask = seg.response_mask[:response_length]
-        if not traj.trainable(train_on_malformed):
-            mask = [0] * len(mask)
+        prompt_ids = sample.prompt_ids
+        response_ids = sample.response_ids[:response_length]
+        logprobs = sample.response_logprobs[:response_length]
+        mask = sample.response_mask[:response_length]
+        reward, dropped = sample.reward, sample.segments_dropped
+        truncated = len(sample.response_ids) > response_length
     # The same keys for every sample, whatever the reward function returned: verl stacks
     # reward_extra_info across the batch (the function's own extras travel as one JSON string).
     extra_info = {
@@ -97,7 +84,8 @@ def to_agent_loop_output(
         "num_tool_calls": len(traj.tool_calls),
         "tool_errors": sum(c.error for c in traj.tool_calls),
         "segments": len(traj.segments),
-        "truncated": bool(seg and len(seg.response_ids) > response_length),
+        "segments_dropped": dropped,
+        "truncated": truncated,
         "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
     }
     policy_s = traj.timings.get("policy_s", 0.0)
@@ -106,7 +94,7 @@ def to_agent_loop_output(
         response_ids=list(response_ids),
         response_mask=list(mask),
         response_logprobs=list(logprobs),
-        reward_score=float(traj.reward or 0.0),
+        reward_score=reward,
         num_turns=traj.num_turns,
         metrics=AgentLoopMetrics(
             generate_sequences=policy_s, tool_calls=max(0.0, traj.timings.get("total_s", 0.0) - policy_s)

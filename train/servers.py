@@ -1,4 +1,4 @@
-"""Builds what a run needs at run time: env servers, the local policy, the rollout runtime."""
+"""Starts the MCP servers a config lists (`env:`) for the length of a run."""
 
 from __future__ import annotations
 
@@ -7,14 +7,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from aworld_train.agent_spec import resolve_env_refs
-from aworld_train.chat import ChatRenderer
-from aworld_train.config import EnvServerConfig, TrainConfig
-from aworld_train.episode import RolloutRuntime
-
-
-def url_variable(name: str) -> str:
-    return f"{name.upper().replace('-', '_')}_MCP_URL"
+from aworld_train.aworld.agent_spec import resolve_env_refs
+from aworld_train.config import EnvServerConfig
+from aworld_train.protocol import url_variable
 
 
 @contextlib.contextmanager
@@ -48,17 +43,3 @@ def running_envs(
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = value
-
-
-def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[RolloutRuntime, object]:
-    """The rollout runtime over a local transformers policy; returns (runtime, policy)."""
-    from aworld_train.local_policy import LocalPolicy
-    from aworld_train.models import load_model, load_tokenizer, stop_token_ids
-
-    tokenizer = tokenizer or load_tokenizer(config.model)
-    model = model or load_model(config.model)
-    stops = stop_token_ids(tokenizer)
-    policy = LocalPolicy(model, tokenizer, stops, max_batch_size=config.rollout.max_batch_size)
-    return RolloutRuntime(
-        policy, ChatRenderer(tokenizer, tool_block=config.rollout.tool_block), stops, config.rollout
-    ), policy

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from aworld_train.ledger import Segment
-from aworld_train.policy import Generation, PolicyClient, SamplingParams
-from aworld_train.trajectory import Trajectory
+from aworld_train.rollout.ledger import Segment
+from aworld_train.rollout.policy import Generation, PolicyClient, SamplingParams
+from aworld_train.rollout.trajectory import Trajectory
 
 
 async def sample_groups(

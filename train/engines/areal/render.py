@@ -14,22 +14,20 @@ import difflib
 import json
 import math
 import sys
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from aworld_train.backends.native import Derived, fill, launch_run
+from aworld_train.engines.base import RenderedRun, RunInputs
+from aworld_train.engines.native import Derived, fill
 from aworld_train.errors import ConfigError
+from aworld_train.rollout.codec import TASK_FIELD, task_to_json
 
-if TYPE_CHECKING:
-    from aworld_train.trainer import AgentTrainer
-
-WORKFLOW = "aworld_train.backends.areal_workflow.AWorldWorkflow"
-ENTRY = "aworld_train.backends.areal_main"
-FIELDS_FILE = Path(__file__).with_name("areal_fields.json")
+WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
+ENTRY = "aworld_train.engines.areal.main"
+FIELDS_FILE = Path(__file__).with_name("fields.json")
 # Sub-configs that carry their own experiment/trial names and file root in AReaL.
 _NAMED = ("rollout", "actor", "saver", "evaluator", "recover", "stats_logger")
 
@@ -55,11 +53,11 @@ def check_keys(native: dict[str, Any], tree: dict[str, Any] | None = None, prefi
             check_keys(value, tree[key], f"{dotted}.")
 
 
-def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list[Derived]:
-    cfg = trainer.config
+def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
+    cfg = inputs.config
     algo, rollout, data, run = cfg.algorithm, cfg.rollout, cfg.data, cfg.trainer
-    root = Path(run.run_dir).resolve()
-    rows = max(1, len(trainer.train_tasks))
+    root = inputs.run_dir.resolve()
+    rows = max(1, len(inputs.train_tasks))
     values = [
         Derived("experiment_name", "aworld-train"),
         Derived("trial_name", root.name),
@@ -129,56 +127,39 @@ def derived_values(trainer: AgentTrainer, folder: Path, model_path: str) -> list
     return values
 
 
-def merge_native(trainer: AgentTrainer, folder: Path, model_path: str) -> dict[str, Any]:
-    native = trainer.config.areal if trainer.config.backend == "areal" else {}
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+    native = inputs.config.areal if inputs.config.backend == "areal" else {}
     check_keys(native)
-    return fill(native, derived_values(trainer, folder, model_path), trainer, "areal")
-
-
-def _task_row(task) -> dict[str, Any]:
-    """One dataset row for AReaL's dataloader; the workflow turns it back into our Task."""
-    return {
-        "task_id": task.id,
-        "user_turns": task.user_turns,
-        "system": task.system,
-        "ground_truth_json": json.dumps(task.ground_truth),
-        "data_source": task.data_source,
-        "extra_info_json": json.dumps(task.extra_info, default=str),
-        "row_json": json.dumps(task.row, default=str),
-    }
+    return fill(native, derived_values(inputs, folder, model_path), inputs, "areal")
 
 
 def write_jsonl(tasks, path: Path) -> None:
-    path.write_text("".join(json.dumps(_task_row(t)) + "\n" for t in tasks))
+    """One row per task for AReaL's dataloader; the workflow turns it back into our Task."""
+    path.write_text("".join(json.dumps({"task_id": t.id, TASK_FIELD: task_to_json(t)}) + "\n" for t in tasks))
 
 
-@dataclass
-class RenderedRun:
-    folder: Path
-    config_path: Path
-    final: dict[str, Any]
-
-    def command(self) -> list[str]:
-        # AReaL's single-controller launch: the entry script starts AReaL's local scheduler
-        return [sys.executable, "-m", ENTRY, "--config", str(self.config_path)]
+def command(config_path: Path) -> tuple[str, ...]:
+    # AReaL's single-controller launch: the entry script starts AReaL's local scheduler
+    return (sys.executable, "-m", ENTRY, "--config", str(config_path))
 
 
-def render(trainer: AgentTrainer) -> RenderedRun:
+def render(inputs: RunInputs) -> RenderedRun:
     from aworld_train.models import resolve_model_path
 
-    cfg = trainer.config
-    folder = (Path(cfg.trainer.run_dir) / "areal").resolve()
+    cfg = inputs.config
+    folder = (inputs.run_dir / "areal").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     model_path = str(resolve_model_path(cfg.model))
-    final = merge_native(trainer, folder, model_path)
-    write_jsonl(trainer.train_tasks, folder / "train.jsonl")
-    write_jsonl(trainer.test_tasks or trainer.train_tasks, folder / "valid.jsonl")
-    spec_path = trainer.spec.write(folder / "agent_spec.yaml")
+    final = merge_native(inputs, folder, model_path)
+    write_jsonl(inputs.train_tasks, folder / "train.jsonl")
+    write_jsonl(inputs.test_tasks or inputs.train_tasks, folder / "valid.jsonl")
+    spec_path = inputs.spec.write(folder / "agent_spec.yaml")
     workflow = {
         "workflow": WORKFLOW,
         "kwargs": {
             "spec_path": str(spec_path),
-            "reward": trainer.reward.reference,
+            "reward": inputs.reward.reference,
+            "reward_kwargs": inputs.reward.kwargs,
             "rollout": cfg.rollout.model_dump(mode="json"),
             "tokenizer": model_path,
         },
@@ -186,10 +167,5 @@ def render(trainer: AgentTrainer) -> RenderedRun:
     (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))
     config_path = folder / "areal_config.yaml"
     config_path.write_text(yaml.safe_dump(final, sort_keys=False))
-    (Path(cfg.trainer.run_dir) / "config.yaml").write_text(cfg.render())
-    return RenderedRun(folder, config_path, final)
-
-
-def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
-    run = render(trainer)
-    return launch_run("areal", run.command(), run.folder, trainer, "recover.mode=auto", resume)
+    (inputs.run_dir / "config.yaml").write_text(cfg.render())
+    return RenderedRun("areal", folder, config_path, command(config_path), final)

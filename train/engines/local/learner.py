@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import torch
 
 from aworld_train.config import AlgorithmConfig
-from aworld_train.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
-from aworld_train.trajectory import Trajectory
+from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
+from aworld_train.rollout.codec import episode_sample
+from aworld_train.rollout.trajectory import Trajectory
 
 
 @dataclass
@@ -36,24 +37,27 @@ def build_samples(
     norm_by_std: bool = True,
     train_on_malformed: bool = False,
 ) -> tuple[list[Sample], list[float]]:
-    """Samples for the loss and the advantage of every trajectory (0 for those left out)."""
-    keep = [t.trainable(train_on_malformed) for t in trajectories]
-    kept = [i for i, k in enumerate(keep) if k]
-    adv_kept = group_advantages(
-        [trajectories[i].reward or 0.0 for i in kept], [group_of[i] for i in kept], norm_by_std
-    )
+    """Samples for the loss and the advantage of every trajectory (0 for those left out).
+
+    The codec's rules: a failed episode has no sample and no place in its group's baseline;
+    an episode trains its first segment."""
+    episodes = [episode_sample(t, train_on_malformed) for t in trajectories]
+    kept = [i for i, e in enumerate(episodes) if e is not None and e.trainable]
+    adv_kept = group_advantages([episodes[i].reward for i in kept], [group_of[i] for i in kept], norm_by_std)
     advantages = [0.0] * len(trajectories)
-    for i, a in zip(kept, adv_kept, strict=True):
-        advantages[i] = a
     samples = []
-    for i in kept:
-        for seg in trajectories[i].segments:
-            if any(seg.response_mask):
-                samples.append(
-                    Sample(
-                        seg.ids, len(seg.prompt_ids), seg.response_mask, seg.response_logprobs, advantages[i]
-                    )
-                )
+    for i, advantage in zip(kept, adv_kept, strict=True):
+        advantages[i] = advantage
+        e = episodes[i]
+        samples.append(
+            Sample(
+                e.prompt_ids + e.response_ids,
+                len(e.prompt_ids),
+                e.response_mask,
+                e.response_logprobs,
+                advantage,
+            )
+        )
     return samples, advantages
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
-    from aworld_train.trainer import AgentTrainer
+    from aworld_train.engines.base import RenderedRun, RunInputs
 
 BLANK = (None, "", "auto", "???")
 
@@ -60,20 +60,6 @@ def module_file(module_or_path: str) -> str:
     return str(Path(importlib.import_module(module_or_path).__file__).resolve())
 
 
-def explicit(trainer: AgentTrainer, common: str) -> bool:
-    """Did the user set this common-config field (rather than leave the default)?"""
-    section, _, field = common.partition(".")
-    cfg = trainer.config
-    if not field:
-        return section in cfg.model_fields_set
-    if section == "data" and field in ("train", "test"):
-        return bool(trainer.train_tasks if field == "train" else trainer.test_tasks)
-    if common == "reward.fn":
-        return True  # the trainer always runs one reward function: the engine's must be the same
-    node = getattr(cfg, section)
-    return section in cfg.model_fields_set and field in node.model_fields_set
-
-
 def same_value(given: Any, derived: Any) -> bool:
     try:
         return float(given) == float(derived)
@@ -84,7 +70,7 @@ def same_value(given: Any, derived: Any) -> bool:
 def fill(
     native: dict[str, Any],
     derived: list[Derived],
-    trainer: AgentTrainer,
+    inputs: RunInputs,
     section: str,
     same=lambda given, value, key: same_value(given, value),
 ) -> dict[str, Any]:
@@ -94,7 +80,7 @@ def fill(
         given = get(out, item.key)
         if blank(given):
             put(out, item.key, item.value)
-        elif item.common and explicit(trainer, item.common) and not same(given, item.value, item.key):
+        elif item.common and inputs.explicit(item.common) and not same(given, item.value, item.key):
             raise ConfigError(
                 f"{section}.{item.key}={given!r} contradicts {item.common} (which gives {item.value!r}); "
                 f"set one of them, or make them agree"
@@ -102,15 +88,15 @@ def fill(
     return out
 
 
-def launch(command: list[str], trainer: AgentTrainer, log_name: str) -> tuple[int, Path]:
+def launch(command: list[str], inputs: RunInputs, log_name: str) -> tuple[int, Path]:
     """Run the engine's entry point beside the configured MCP servers, its output streamed
     to stderr and appended to `<run_dir>/<log_name>`."""
-    from aworld_train.runtime import running_envs
+    from aworld_train.servers import running_envs
 
-    log_path = Path(trainer.config.trainer.run_dir) / log_name
+    log_path = inputs.run_dir / log_name
     print(f"launching: {' '.join(command)}\nlog: {log_path}", file=sys.stderr)
     # the engine's workers inherit the servers' <NAME>_MCP_URL
-    with running_envs(trainer.config.env, trainer.config.trainer.run_dir), log_path.open("a") as log:
+    with running_envs(inputs.config.env, inputs.run_dir), log_path.open("a") as log:
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
             for line in proc.stdout:
                 sys.stderr.write(line)
@@ -120,10 +106,9 @@ def launch(command: list[str], trainer: AgentTrainer, log_name: str) -> tuple[in
 
 
 def launch_run(
-    backend: str, command: list[str], folder: Path, trainer: AgentTrainer, resume_override: str, resume: bool
+    run: RenderedRun, inputs: RunInputs, resume_overrides: list[str], resume: bool
 ) -> dict[str, Any]:
-    """Launch a rendered run (with the engine's own resume override when resuming); its summary."""
-    returncode, log_path = launch(
-        [*command, resume_override] if resume else command, trainer, f"{backend}.log"
-    )
-    return {"backend": backend, "returncode": returncode, "run_dir": str(folder), "log": str(log_path)}
+    """Launch a rendered run (with the engine's own resume overrides when resuming); its summary."""
+    command = list(run.command) + (resume_overrides if resume else [])
+    returncode, log_path = launch(command, inputs, f"{run.engine}.log")
+    return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

@@ -16,15 +16,16 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.episode import RolloutRuntime, run_episodes
+from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.evaluate import CORRECT, EvalReport, evaluate
-from aworld_train.learner import GRPOLearner, build_samples
+from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+from aworld_train.rollout.local_policy import local_runtime
+from aworld_train.rollout.trajectory import Task, Trajectory
 from aworld_train.run_folder import RunFolder
-from aworld_train.runtime import local_runtime, running_envs
-from aworld_train.trajectory import Task, Trajectory
+from aworld_train.servers import running_envs
 
 if TYPE_CHECKING:
-    from aworld_train.trainer import AgentTrainer
+    from aworld_train.engines.base import RunInputs
 
 console = Console(stderr=True)
 
@@ -61,12 +62,12 @@ def peak_rss_mb() -> float:
 
 
 class LocalTraining:
-    def __init__(self, trainer: AgentTrainer, resume: bool = False) -> None:
+    def __init__(self, inputs: RunInputs, resume: bool = False) -> None:
         from aworld_train.models import load_model, load_tokenizer
 
-        self.trainer = trainer
-        self.cfg = trainer.config
-        self.folder = RunFolder(trainer.run_dir)
+        self.inputs = inputs
+        self.cfg = inputs.config
+        self.folder = RunFolder(inputs.run_dir)
         self.start_step = 0
         latest = self.folder.latest_checkpoint() if resume else None
         if resume and latest is None:
@@ -98,16 +99,16 @@ class LocalTraining:
             self.start_step = state["step"]
             console.print(f"resuming from {latest[1]} (step {self.start_step})")
         (self.folder.path / "config.yaml").write_text(self.cfg.render())
-        trainer.spec.write(self.folder.path / "agent_spec.yaml")
+        inputs.spec.write(self.folder.path / "agent_spec.yaml")
 
     # -- pieces ------------------------------------------------------------------
     def evaluate(self, name: str, step: int) -> EvalReport:
         report = asyncio.run(
             evaluate(
-                self.trainer.spec,
-                self.trainer.test_tasks,
+                self.inputs.spec,
+                self.inputs.test_tasks,
                 self.runtime,
-                self.trainer.reward,
+                self.inputs.reward,
                 description=f"eval ({name})",
             )
         )
@@ -131,10 +132,10 @@ class LocalTraining:
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         started = time.perf_counter()
-        tasks = batch_for_step(self.trainer.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
+        tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
         group = cfg.algorithm.group_size
         trajs = asyncio.run(
-            run_episodes(self.trainer.spec, tasks, self.runtime, self.trainer.reward, samples_per_task=group)
+            run_episodes(self.inputs.spec, tasks, self.runtime, self.inputs.reward, samples_per_task=group)
         )
         rollout_s = time.perf_counter() - started
         groups = [f"{i // group}" for i in range(len(trajs))]
@@ -169,7 +170,7 @@ class LocalTraining:
         step = self.start_step
         with running_envs(self.cfg.env, self.folder.path):
             try:
-                if cfg.eval_before and self.trainer.test_tasks and self.start_step == 0:
+                if cfg.eval_before and self.inputs.test_tasks and self.start_step == 0:
                     before = self.evaluate("before", 0)
                 with Progress(
                     TextColumn("[bold]GRPO"),
@@ -208,12 +209,12 @@ class LocalTraining:
                             cfg.eval_every
                             and done % cfg.eval_every == 0
                             and done < cfg.steps
-                            and self.trainer.test_tasks
+                            and self.inputs.test_tasks
                         ):
                             self.evaluate(f"step_{done:06d}", done)
                         step = done
                 final = self.save(cfg.steps) if cfg.steps > self.start_step else None
-                if cfg.eval_after and self.trainer.test_tasks:
+                if cfg.eval_after and self.inputs.test_tasks:
                     after = self.evaluate("after", cfg.steps)
             except KeyboardInterrupt:
                 if step > self.start_step:
@@ -243,5 +244,5 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def train(trainer: AgentTrainer, resume: bool = False) -> dict[str, Any]:
-    return LocalTraining(trainer, resume=resume).run()
+def train(inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+    return LocalTraining(inputs, resume=resume).run()

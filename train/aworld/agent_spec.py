@@ -1,6 +1,6 @@
 """An AWorld Agent as a serialisable spec, and the Agent rebuilt from it in a worker.
 
-Secrets never reach disk (DESIGN invariant 4): a header value that contains the
+Secrets never reach disk (ARCHITECTURE.md invariant 4): a header value that contains the
 value of an environment variable is written as a `${VAR}` reference, and a
 secret-looking header with a literal value is refused. Workers resolve the
 references at run time.
@@ -21,12 +21,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from aworld_train.errors import AgentSpecError
+from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
+from aworld_train.protocol import resolve_env_refs as _resolve
 
-EPISODE_HEADER = "X-Episode-Id"
-# Stateful servers that serve dataset entries (BFCL) also need the row and the user turn.
-TASK_HEADER = "X-Task-Id"
-TURN_HEADER = "X-Episode-Turn"
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_HEADER = re.compile(r"auth|token|key|secret|password|cookie|invitation", re.IGNORECASE)
 # llm fields that belong to the engine, not to the agent: the trainer sets them.
 _ENGINE_LLM_FIELDS = {
@@ -87,8 +84,8 @@ def protect_secrets(mcp_config: dict[str, Any], env: dict[str, str] | None = Non
                 continue
             value = _env_reference(value, env)
             headers[header] = value
-            literal = _ENV_REF.sub("", value).replace("Bearer", "").strip()
-            if _SECRET_HEADER.search(header) and literal and not _ENV_REF.search(value):
+            literal = ENV_REF.sub("", value).replace("Bearer", "").strip()
+            if _SECRET_HEADER.search(header) and literal and not ENV_REF.search(value):
                 raise AgentSpecError(
                     f"mcp_config.mcpServers.{server}.headers.{header} holds a literal secret; "
                     f"put it in an environment variable and write '${{VAR}}' (e.g. 'Bearer ${{MY_TOKEN}}')"
@@ -100,32 +97,14 @@ def protect_secrets(mcp_config: dict[str, Any], env: dict[str, str] | None = Non
     return out
 
 
-def is_env_reference(value: str) -> bool:
-    """Whether `value` is a single `${VAR}` / `${VAR:-default}` reference."""
-    return _ENV_REF.fullmatch(value) is not None
-
-
 def resolve_env_refs(obj: Any, env: dict[str, str] | None = None) -> Any:
     """`${VAR}` references replaced by their values at run time; a missing variable is an error."""
-    env = dict(os.environ if env is None else env)
-    if isinstance(obj, str):
-
-        def sub(match: re.Match) -> str:
-            name, default = match.group(1), match.group(2)
-            if name not in env and default is not None:
-                return default
-            if name not in env:
-                raise AgentSpecError(
-                    f"environment variable {name} is not set; the agent's mcp_config uses ${{{name}}}"
-                )
-            return env[name]
-
-        return _ENV_REF.sub(sub, obj)
-    if isinstance(obj, dict):
-        return {k: resolve_env_refs(v, env) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [resolve_env_refs(v, env) for v in obj]
-    return obj
+    try:
+        return _resolve(obj, env)
+    except MissingVariable as exc:
+        raise AgentSpecError(
+            f"environment variable {exc.name} is not set; the agent's mcp_config uses ${{{exc.name}}}"
+        ) from None
 
 
 # -- agent <-> spec --------------------------------------------------------------
@@ -248,7 +227,7 @@ def build_agent(
     into every MCP server's headers so stateful servers can isolate episodes, with
     `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it.
     """
-    from aworld_train.aworld_runtime import Agent, AgentConfig
+    from aworld_train.aworld.runtime import Agent, AgentConfig
 
     mcp_config = resolve_env_refs(spec.mcp_config)
     if episode_id is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from aworld_train.aworld_runtime import (
+from aworld_train.aworld.runtime import (
     LLMProviderBase,
     ModelResponse,
     register_llm_provider,
@@ -85,6 +85,3 @@ class AworldTrainProvider(LLMProviderBase):
 def register() -> None:
     for name in PROVIDER_NAMES:
         register_llm_provider(name, AworldTrainProvider)
-
-
-register()

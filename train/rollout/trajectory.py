@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from aworld_train.ledger import Segment
+from aworld_train.rollout.ledger import Segment
 
-# Episodes ending in these statuses carry no loss (DESIGN invariant 2).
+# Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2).
 FAILED_STATUSES = frozenset({"timeout", "tool_timeout", "tool_server_down", "error", "reward_error"})
 STATUSES = ("ok", "max_turns", "truncated", "malformed_tool_call", *sorted(FAILED_STATUSES))
 

@@ -6,12 +6,11 @@ LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per
 episode; the ledger's exact ids come back as AReaL's per-trajectory tensor dict
 with batch dimension 1: input_ids, loss_mask, logprobs, versions,
 attention_mask and rewards. A failed episode keeps its tokens with an all-zero
-loss mask (DESIGN invariant 2).
+loss mask (ARCHITECTURE.md invariant 2).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -20,14 +19,15 @@ from areal.api.cli_args import GenerationHyperparameters
 from areal.api.io_struct import ModelRequest
 from areal.api.workflow_api import RolloutWorkflow
 
-from aworld_train.agent_spec import load_agent_spec
-from aworld_train.chat import ChatRenderer
+from aworld_train.aworld.agent_spec import load_agent_spec
 from aworld_train.config import RolloutConfig
-from aworld_train.episode import Episode, RolloutRuntime
 from aworld_train.models import load_tokenizer, stop_token_ids
-from aworld_train.policy import Generation, SamplingParams
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task, Trajectory
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.codec import TASK_FIELD, EpisodeSample, episode_sample, task_from_json
+from aworld_train.rollout.episode import Episode, RolloutRuntime
+from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.trajectory import Task, Trajectory
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
 _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "abort"}
@@ -70,28 +70,20 @@ class ArealEnginePolicy:
 
 def task_from_row(data: dict[str, Any]) -> Task:
     """The row our renderer wrote (areal/train.jsonl) back into a Task."""
-    return Task(
-        id=str(data.get("task_id", "")),
-        user_turns=list(data.get("user_turns") or []),
-        ground_truth=json.loads(data["ground_truth_json"]) if "ground_truth_json" in data else None,
-        system=data.get("system"),
-        data_source=str(data.get("data_source", "aworld_train")),
-        extra_info=json.loads(data.get("extra_info_json") or "{}"),
-        row=json.loads(data.get("row_json") or "{}"),
-    )
+    return task_from_json(data[TASK_FIELD])
 
 
-def token_versions(traj: Trajectory, sampled: list[tuple[list[int], list[int]]]) -> list[int]:
-    """The weight version of every token of the first segment; -1 where the policy did not sample it.
+def token_versions(sample: EpisodeSample, sampled: list[tuple[list[int], list[int]]]) -> list[int]:
+    """The weight version of every token of the sample; -1 where the policy did not sample it.
 
-    Mask-1 tokens are exactly the sampled ones in call order (invariant 1), so they
-    are matched one by one against what the engine returned; a mismatch is a bug."""
+    Sampled tokens are exactly the ledger's mask-1 tokens in call order (invariant 1), so
+    they are matched one by one against what the engine returned; a mismatch is a bug.
+    The first segment's tokens come first in `sampled`; later segments are not trained."""
     queue = [(t, v) for ids, versions in sampled for t, v in zip(ids, versions, strict=True)]
-    seg = traj.segments[0]
-    out = [NOT_SAMPLED] * len(seg.prompt_ids)
+    out = [NOT_SAMPLED] * len(sample.prompt_ids)
     position = 0
-    for token, mask in zip(seg.response_ids, seg.response_mask, strict=True):
-        if not mask:
+    for token, sampled_here in zip(sample.response_ids, sample.sampled_mask, strict=True):
+        if not sampled_here:
             out.append(NOT_SAMPLED)
             continue
         if position >= len(queue) or queue[position][0] != token:
@@ -108,27 +100,25 @@ def to_areal_batch(
     pad_id: int,
     train_on_malformed: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """One trajectory as AReaL's trainer reads it: tensors of shape [1, L] plus rewards [1].
-
-    Only the first segment is trained, as on verl: AReaL normalises rewards over a
-    task's n_samples rows, so each episode must give exactly one row."""
-    seg = traj.segments[0] if traj.segments else None
-    if seg is None or not seg.response_ids:
-        ids = (seg.prompt_ids if seg else list(prompt_fallback)) + [pad_id]
+    """One trajectory as AReaL's trainer reads it: tensors of shape [1, L] plus rewards [1]."""
+    sample = episode_sample(traj, train_on_malformed)
+    if sample is None:
+        ids = (traj.segments[0].prompt_ids if traj.segments else list(prompt_fallback)) + [pad_id]
         loss_mask, logprobs, versions = [0] * len(ids), [0.0] * len(ids), [NOT_SAMPLED] * len(ids)
+        reward = 0.0
     else:
-        ids = seg.prompt_ids + seg.response_ids
-        trainable = traj.trainable(train_on_malformed)
-        loss_mask = [0] * len(seg.prompt_ids) + [m if trainable else 0 for m in seg.response_mask]
-        logprobs = [0.0] * len(seg.prompt_ids) + list(seg.response_logprobs)
-        versions = token_versions(traj, sampled)
+        ids = sample.prompt_ids + sample.response_ids
+        loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
+        logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
+        versions = token_versions(sample, sampled)
+        reward = sample.reward
     row = {
         "input_ids": torch.tensor(ids, dtype=torch.int32),
         "loss_mask": torch.tensor(loss_mask, dtype=torch.int32),
         "logprobs": torch.tensor(logprobs, dtype=torch.float32),
         "versions": torch.tensor(versions, dtype=torch.int32),
         "attention_mask": torch.ones(len(ids), dtype=torch.bool),
-        "rewards": torch.tensor(float(traj.reward or 0.0), dtype=torch.float32),
+        "rewards": torch.tensor(reward, dtype=torch.float32),
     }
     return {key: value.unsqueeze(0) for key, value in row.items()}
 
@@ -143,6 +133,7 @@ class AWorldWorkflow(RolloutWorkflow):
         gconfig: GenerationHyperparameters | dict[str, Any] | None = None,
         rollout: dict[str, Any] | None = None,
         reward: str | None = None,
+        reward_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.spec = load_agent_spec(spec_path)
         self.tokenizer = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
@@ -153,7 +144,7 @@ class AWorldWorkflow(RolloutWorkflow):
         elif isinstance(gconfig, dict):
             gconfig = GenerationHyperparameters(**gconfig)
         self.gconfig = gconfig.new(stop_token_ids=list(self.stop_ids))
-        self.reward = RewardFunction.load(reward) if reward else None
+        self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
         self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
