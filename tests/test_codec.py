@@ -11,7 +11,7 @@ from aworld_train.engines.local.learner import build_samples
 from aworld_train.rollout.codec import (
     TASK_FIELD,
     chat_prompt,
-    episode_sample,
+    episode_samples,
     task_from_foreign_row,
     task_from_json,
     task_to_json,
@@ -101,20 +101,23 @@ def test_a_failed_episode_has_no_loss_and_no_place_in_the_baseline():
     without, adv_without = build_samples(ok, ["g"] * 3)
     assert adv_with[:3] == pytest.approx(adv_without) and adv_with[3] == 0.0
     assert len(with_failed) == len(without) == 3
-    sample = episode_sample(failed)
-    assert sample is not None and not sample.in_baseline and sample.response_mask == [0, 0]
-    assert sample.sampled_mask == [1, 1]  # what the policy sampled is still known
+    samples = episode_samples(failed)
+    assert not samples.in_baseline and not samples.trainable
+    assert samples.segments[0].response_mask == [0, 0] and samples.segments[0].sampled_mask == [1, 1]
 
 
-def test_a_multi_segment_episode_trains_its_first_segment_and_counts_the_rest():
+def test_every_segment_trains_with_the_episodes_advantage():
     traj = _traj("ok", 1.0, segments=3)
-    sample = episode_sample(traj)
-    assert sample.response_ids == traj.segments[0].response_ids and sample.segments_dropped == 2
-    samples, _ = build_samples([traj, _traj("ok", 0.0)], ["g", "g"])
-    assert [s.ids for s in samples] == [[1, 2, 3, 9], [1, 2, 3, 9]]
+    samples = episode_samples(traj)
+    assert [s.response_ids for s in samples.segments] == [s.response_ids for s in traj.segments]
+    first, dropped = samples.one_row()  # engines that take one row per episode
+    assert first.response_ids == traj.segments[0].response_ids and dropped == 2
+    built, advantages = build_samples([traj, _traj("ok", 0.0)], ["g", "g"])
+    assert [s.ids for s in built] == [[1, 2, 3, 9], [1, 2, 4, 9], [1, 2, 5, 9], [1, 2, 3, 9]]
+    assert [s.advantage for s in built[:3]] == [advantages[0]] * 3
 
 
 def test_malformed_calls_follow_train_on_malformed():
     traj = _traj("malformed_tool_call", 0.0)
-    assert not episode_sample(traj).trainable
-    assert episode_sample(traj, train_on_malformed=True).trainable
+    assert not episode_samples(traj).trainable
+    assert episode_samples(traj, train_on_malformed=True).trainable

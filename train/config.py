@@ -45,6 +45,11 @@ class RolloutConfig(_Section):
     max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
     max_new_tokens: int = Field(128, ge=1)
     max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    max_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="longest first prompt; a longer one ends the episode as prompt_too_long (verl's max_prompt_length)",
+    )
     max_response_tokens: int | None = Field(
         None,
         ge=1,

@@ -6,9 +6,9 @@ Every engine goes through here, so the rules are the same everywhere:
   equal, system message included.
 - A failed episode (a status in FAILED_STATUSES, or a malformed tool call without
   `train_on_malformed`) carries no loss and takes no place in its group's baseline.
-- An episode whose agent rewrote its history has several ledger segments; every engine
-  trains the first one and counts the others as `segments_dropped` (verl and AReaL take
-  one row per sample, and a group's rows must stay one per episode).
+- An episode whose agent rewrote its history has several ledger segments: each one is a
+  sample with the episode's advantage. An engine that takes one row per episode (AReaL)
+  trains the first and counts the others as `segments_dropped`.
 """
 
 from __future__ import annotations
@@ -83,36 +83,44 @@ def task_from_foreign_row(row: dict[str, Any], index: Any = "") -> Task:
 
 # -- trajectories -> samples --------------------------------------------------------------
 @dataclass(frozen=True)
-class EpisodeSample:
-    """What an engine trains on from one episode: its first segment, or nothing."""
+class SegmentSample:
+    """One ledger segment as an engine trains it."""
 
     prompt_ids: list[int]
     response_ids: list[int]
     response_mask: list[int]  # the loss mask: the ledger's, or all 0 for a failed episode
     sampled_mask: list[int]  # the ledger's: 1 where the policy sampled the token
     response_logprobs: list[float]
+
+
+@dataclass(frozen=True)
+class EpisodeSamples:
+    """What an engine trains on from one episode."""
+
+    segments: list[SegmentSample]  # every segment the policy sampled in, in order
     reward: float
-    in_baseline: bool  # False: a failed episode, outside its group's mean and std
-    segments_dropped: int
+    in_baseline: bool  # False: a failed episode: no loss, outside its group's mean and std
 
     @property
     def trainable(self) -> bool:
-        return self.in_baseline and any(self.response_mask)
+        return self.in_baseline and any(any(s.response_mask) for s in self.segments)
+
+    def one_row(self) -> tuple[SegmentSample | None, int]:
+        """For engines that take one row per episode: the first segment, and how many were dropped."""
+        return (self.segments[0] if self.segments else None), max(0, len(self.segments) - 1)
 
 
-def episode_sample(traj: Trajectory, train_on_malformed: bool = False) -> EpisodeSample | None:
-    """The one sample of `traj` (None when the episode sampled nothing at all)."""
-    seg = next((s for s in traj.segments if s.response_ids), None)
-    if seg is None:
-        return None
+def episode_samples(traj: Trajectory, train_on_malformed: bool = False) -> EpisodeSamples:
     usable = traj.trainable(train_on_malformed)
-    return EpisodeSample(
-        prompt_ids=list(seg.prompt_ids),
-        response_ids=list(seg.response_ids),
-        response_mask=list(seg.response_mask) if usable else [0] * len(seg.response_mask),
-        sampled_mask=list(seg.response_mask),
-        response_logprobs=list(seg.response_logprobs),
-        reward=float(traj.reward or 0.0) if usable else 0.0,
-        in_baseline=usable,
-        segments_dropped=max(0, len(traj.segments) - 1),
-    )
+    segments = [
+        SegmentSample(
+            prompt_ids=list(seg.prompt_ids),
+            response_ids=list(seg.response_ids),
+            response_mask=list(seg.response_mask) if usable else [0] * len(seg.response_mask),
+            sampled_mask=list(seg.response_mask),
+            response_logprobs=list(seg.response_logprobs),
+        )
+        for seg in traj.segments
+        if seg.response_ids
+    ]
+    return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable)

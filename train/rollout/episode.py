@@ -30,7 +30,7 @@ from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.policy import PolicyClient, SamplingParams
 from aworld_train.rollout.tool_parser import parse_tool_calls
-from aworld_train.rollout.trajectory import Task, ToolCallRecord, Trajectory
+from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
 
@@ -135,6 +135,17 @@ class Episode:
             self._end("max_turns")
             return await self._hold()
         prompt_ids = self.ledger.prompt(messages, tools)
+        if (
+            self.traj.num_turns == 0
+            and self.cfg.max_prompt_tokens
+            and len(prompt_ids) > self.cfg.max_prompt_tokens
+        ):
+            # never cut the prompt: a left-truncated prompt is not what the ledger holds
+            self._end(
+                "prompt_too_long",
+                f"the first prompt has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
+            )
+            return await self._hold()
         budget = self.cfg.max_total_tokens - len(prompt_ids)
         if self.cfg.max_response_tokens is not None:
             first = self.ledger.segments[0]
@@ -284,7 +295,7 @@ class Episode:
 
     def _score(self) -> None:
         traj = self.traj
-        if self.reward is None or traj.status in ("timeout", "tool_timeout", "tool_server_down", "error"):
+        if self.reward is None or traj.status in FAILED_STATUSES - {"reward_error"}:
             return
         if traj.status == "malformed_tool_call":
             traj.reward = 0.0

@@ -8,7 +8,9 @@ from typing import Any
 from aworld_train.rollout.ledger import Segment
 
 # Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2).
-FAILED_STATUSES = frozenset({"timeout", "tool_timeout", "tool_server_down", "error", "reward_error"})
+FAILED_STATUSES = frozenset(
+    {"timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long"}
+)
 STATUSES = ("ok", "max_turns", "truncated", "malformed_tool_call", *sorted(FAILED_STATUSES))
 
 

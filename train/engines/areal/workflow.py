@@ -24,7 +24,7 @@ from aworld_train.config import RolloutConfig
 from aworld_train.models import load_tokenizer, stop_token_ids
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.codec import TASK_FIELD, EpisodeSample, episode_sample, task_from_json
+from aworld_train.rollout.codec import TASK_FIELD, SegmentSample, episode_samples, task_from_json
 from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -73,7 +73,7 @@ def task_from_row(data: dict[str, Any]) -> Task:
     return task_from_json(data[TASK_FIELD])
 
 
-def token_versions(sample: EpisodeSample, sampled: list[tuple[list[int], list[int]]]) -> list[int]:
+def token_versions(sample: SegmentSample, sampled: list[tuple[list[int], list[int]]]) -> list[int]:
     """The weight version of every token of the sample; -1 where the policy did not sample it.
 
     Sampled tokens are exactly the ledger's mask-1 tokens in call order (invariant 1), so
@@ -101,17 +101,17 @@ def to_areal_batch(
     train_on_malformed: bool = False,
 ) -> dict[str, torch.Tensor]:
     """One trajectory as AReaL's trainer reads it: tensors of shape [1, L] plus rewards [1]."""
-    sample = episode_sample(traj, train_on_malformed)
+    samples = episode_samples(traj, train_on_malformed)
+    sample, _ = samples.one_row()
+    reward = samples.reward
     if sample is None:
         ids = (traj.segments[0].prompt_ids if traj.segments else list(prompt_fallback)) + [pad_id]
         loss_mask, logprobs, versions = [0] * len(ids), [0.0] * len(ids), [NOT_SAMPLED] * len(ids)
-        reward = 0.0
     else:
         ids = sample.prompt_ids + sample.response_ids
         loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
         logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
         versions = token_versions(sample, sampled)
-        reward = sample.reward
     row = {
         "input_ids": torch.tensor(ids, dtype=torch.int32),
         "loss_mask": torch.tensor(loss_mask, dtype=torch.int32),

@@ -15,7 +15,7 @@ import torch
 
 from aworld_train.config import AlgorithmConfig
 from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
-from aworld_train.rollout.codec import episode_sample
+from aworld_train.rollout.codec import episode_samples
 from aworld_train.rollout.trajectory import Trajectory
 
 
@@ -40,24 +40,24 @@ def build_samples(
     """Samples for the loss and the advantage of every trajectory (0 for those left out).
 
     The codec's rules: a failed episode has no sample and no place in its group's baseline;
-    an episode trains its first segment."""
-    episodes = [episode_sample(t, train_on_malformed) for t in trajectories]
-    kept = [i for i, e in enumerate(episodes) if e is not None and e.trainable]
+    every segment of an episode is a sample with the episode's advantage."""
+    episodes = [episode_samples(t, train_on_malformed) for t in trajectories]
+    kept = [i for i, e in enumerate(episodes) if e.trainable]
     adv_kept = group_advantages([episodes[i].reward for i in kept], [group_of[i] for i in kept], norm_by_std)
     advantages = [0.0] * len(trajectories)
     samples = []
     for i, advantage in zip(kept, adv_kept, strict=True):
         advantages[i] = advantage
-        e = episodes[i]
-        samples.append(
-            Sample(
-                e.prompt_ids + e.response_ids,
-                len(e.prompt_ids),
-                e.response_mask,
-                e.response_logprobs,
-                advantage,
+        for seg in episodes[i].segments:
+            samples.append(
+                Sample(
+                    seg.prompt_ids + seg.response_ids,
+                    len(seg.prompt_ids),
+                    seg.response_mask,
+                    seg.response_logprobs,
+                    advantage,
+                )
             )
-        )
     return samples, advantages
 
 

@@ -20,7 +20,13 @@ from aworld_train.config import RolloutConfig
 from aworld_train.models import stop_token_ids
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.codec import TASK_FIELD, episode_sample, task_from_foreign_row, task_from_json
+from aworld_train.rollout.codec import (
+    TASK_FIELD,
+    SegmentSample,
+    episode_samples,
+    task_from_foreign_row,
+    task_from_json,
+)
 from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -29,18 +35,32 @@ _FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abo
 
 
 class VerlServerPolicy:
-    """PolicyClient over verl's LLMServerClient: one request id for the whole episode."""
+    """PolicyClient over verl's LLMServerClient: one request id for the whole episode.
 
-    def __init__(self, server, base_params: dict[str, Any]) -> None:
+    The server's `extra_fields` are kept across calls as verl's own ToolAgentLoop keeps them:
+    the first call's, with `max_global_steps` moved on by later calls. verl's V1 trainer reads
+    `min_global_steps`/`max_global_steps` (the weight versions an episode saw) from every output.
+    """
+
+    def __init__(self, server, base_params: dict[str, Any], stop_token_ids: list[int] | None = None) -> None:
         self.server = server
         self.request_id = uuid.uuid4().hex
         self.base_params = dict(base_params)
+        # vLLM stops at the model's eos only: an end-of-turn token that is not eos must be named
+        if stop_token_ids:
+            self.base_params["stop_token_ids"] = list(stop_token_ids)
+        self.extra_fields: dict[str, Any] = {}
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         params = {**self.base_params, "max_tokens": sampling.max_new_tokens, "logprobs": True}
         out = await self.server.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params
         )
+        fields = dict(getattr(out, "extra_fields", None) or {})
+        if not self.extra_fields:
+            self.extra_fields.update(fields)
+        elif fields.get("max_global_steps") is not None:
+            self.extra_fields["max_global_steps"] = fields["max_global_steps"]
         ids = list(out.token_ids)
         logprobs = list(out.log_probs) if out.log_probs is not None else None
         if logprobs is None or len(logprobs) != len(ids):
@@ -62,21 +82,25 @@ def task_from_row(kwargs: dict[str, Any]) -> Task:
     return task_from_foreign_row(kwargs, kwargs.get("index", ""))
 
 
-def to_agent_loop_output(
-    traj: Trajectory, prompt_fallback: list[int], response_length: int, pad_id: int, train_on_malformed: bool
+def _output(
+    seg: SegmentSample | None,
+    traj: Trajectory,
+    reward: float,
+    prompt_fallback: list[int],
+    response_length: int,
+    pad_id: int,
+    dropped: int,
+    server_fields: dict[str, Any],
 ) -> AgentLoopOutput:
-    sample = episode_sample(traj, train_on_malformed)
-    if sample is None:
+    if seg is None:
         prompt_ids = traj.segments[0].prompt_ids if traj.segments else prompt_fallback
-        response_ids, mask, logprobs = [pad_id], [0], [0.0]
-        reward, dropped, truncated = 0.0, 0, False
+        response_ids, mask, logprobs, truncated = [pad_id], [0], [0.0], False
     else:
-        prompt_ids = sample.prompt_ids
-        response_ids = sample.response_ids[:response_length]
-        logprobs = sample.response_logprobs[:response_length]
-        mask = sample.response_mask[:response_length]
-        reward, dropped = sample.reward, sample.segments_dropped
-        truncated = len(sample.response_ids) > response_length
+        prompt_ids = seg.prompt_ids
+        response_ids = seg.response_ids[:response_length]
+        logprobs = seg.response_logprobs[:response_length]
+        mask = seg.response_mask[:response_length]
+        truncated = len(seg.response_ids) > response_length
     # The same keys for every sample, whatever the reward function returned: verl stacks
     # reward_extra_info across the batch (the function's own extras travel as one JSON string).
     extra_info = {
@@ -99,8 +123,27 @@ def to_agent_loop_output(
         metrics=AgentLoopMetrics(
             generate_sequences=policy_s, tool_calls=max(0.0, traj.timings.get("total_s", 0.0) - policy_s)
         ),
-        extra_fields={"reward_extra_info": extra_info, "aworld_status": traj.status},
+        extra_fields={**server_fields, "reward_extra_info": extra_info, "aworld_status": traj.status},
     )
+
+
+def to_agent_loop_outputs(
+    traj: Trajectory,
+    prompt_fallback: list[int],
+    response_length: int,
+    pad_id: int,
+    train_on_malformed: bool,
+    server_fields: dict[str, Any] | None = None,
+) -> list[AgentLoopOutput]:
+    """verl's V1 trainer: one output per segment, all trained with the episode's advantage; a failed
+    episode gives no output, so it has no loss and no place in its group's baseline."""
+    samples = episode_samples(traj, train_on_malformed)
+    if not samples.trainable:
+        return []
+    return [
+        _output(seg, traj, samples.reward, prompt_fallback, response_length, pad_id, 0, server_fields or {})
+        for seg in samples.segments
+    ]
 
 
 class AWorldAgentLoop(AgentLoopBase):
@@ -121,6 +164,7 @@ class AWorldAgentLoop(AgentLoopBase):
         self.prompt_length = int(verl_rollout.prompt_length)
         settings = dict(rollout or {})
         settings["max_response_tokens"] = self.response_length
+        settings["max_prompt_tokens"] = self.prompt_length
         # verl's lengths bound the episode; our own default must not cut it shorter
         settings["max_total_tokens"] = max(
             int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
@@ -130,15 +174,17 @@ class AWorldAgentLoop(AgentLoopBase):
         self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
         self.stop_ids = stop_token_ids(self.tokenizer)
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
         task = task_from_row(kwargs)
-        policy = VerlServerPolicy(self.server_manager, sampling_params)
+        policy = VerlServerPolicy(self.server_manager, sampling_params, self.stop_ids)
         runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
         traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.request_id).run()
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        return to_agent_loop_output(
-            traj, fallback, self.response_length, pad, self.settings.train_on_malformed
+        # verl's V1 trainer takes every segment and leaves a failed episode out of its group
+        # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
+        return to_agent_loop_outputs(
+            traj, fallback, self.response_length, pad, self.settings.train_on_malformed, policy.extra_fields
         )

@@ -18,6 +18,7 @@ import yaml
 
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
 from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put
+from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
@@ -63,6 +64,11 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("data.val_files", str(folder / "val.parquet"), "data.test"),
         Derived("data.train_batch_size", cfg.data.batch_size, "data.batch_size"),
         Derived("data.max_response_length", response_length, "rollout.max_response_tokens"),
+        *(
+            [Derived("data.max_prompt_length", rollout.max_prompt_tokens, "rollout.max_prompt_tokens")]
+            if rollout.max_prompt_tokens
+            else []
+        ),
         Derived("actor_rollout_ref.model.path", model_path, "model"),
         Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
         Derived("actor_rollout_ref.rollout.name", "vllm"),
@@ -90,6 +96,8 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
         Derived("reward.custom_reward_function.path", reward_file, "reward.fn"),
         Derived("reward.custom_reward_function.name", reward_name, "reward.fn"),
+        # a run continues from the run folder's checkpoints only when asked (`run --resume`)
+        Derived("trainer.resume_mode", "disable"),
         Derived("trainer.default_local_dir", str(inputs.run_dir.resolve() / "checkpoints")),
         Derived("trainer.total_training_steps", cfg.trainer.steps, "trainer.steps"),
         Derived("trainer.save_freq", cfg.trainer.save_every or -1, "trainer.save_every"),
@@ -187,14 +195,17 @@ def command(folder: Path, config_path: Path) -> tuple[str, ...]:
 def render(inputs: RunInputs) -> RenderedRun:
     from omegaconf import OmegaConf
 
-    from aworld_train.models import resolve_model_path
+    from aworld_train.models import load_tokenizer, resolve_model_path
 
     cfg = inputs.config
     folder = (inputs.run_dir / "verl").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     model_path = str(resolve_model_path(cfg.model))
     final = compose(merge_native(inputs, folder, model_path))
+    require_v1(final)
+    fit_token_budgets(final, inputs)
     validate(final)
+    warn_long_prompts(final, inputs, load_tokenizer(model_path))
     if inputs.train_tasks:
         write_parquet(inputs.train_tasks, folder / "train.parquet")
     if inputs.test_tasks or inputs.train_tasks:
