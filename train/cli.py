@@ -50,6 +50,21 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    from aworld_train.preflight import run_checks
+
+    trainer = _trainer(args)
+    checks = run_checks(trainer.run_inputs(), trainer.engine)
+    for check in checks:
+        print(check.line())
+    failed = [c for c in checks if not c.ok]
+    print(
+        f"{len(checks) - len(failed)} of {len(checks)} checks passed"
+        + ("" if not failed else "; fix the FAIL lines")
+    )
+    return 2 if failed else 0
+
+
 def cmd_env_up(args) -> int:
     from aworld_train.env.launcher import import_serve
 
@@ -84,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(render)
     render.add_argument("--output", help="also write it to this file")
     render.set_defaults(func=cmd_render)
+
+    check = sub.add_parser(
+        "check", help="check packages, config, prompts, MCP servers and run folder before a run"
+    )
+    with_config(check)
+    check.set_defaults(func=cmd_check)
 
     env = sub.add_parser("env", help="tool environments")
     env_sub = env.add_subparsers(dest="env_command", required=True)

@@ -1,0 +1,41 @@
+"""`aworld-train check`: a run's needs checked before any model loads, each failure naming its fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from aworld_train.env.launcher import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CALCULATOR = "examples/calculator/grpo_local.yaml"
+
+
+def check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aworld_train.cli", "check", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_runnable_config_passes(tmp_path):
+    out = check(CALCULATOR, f"trainer.run_dir={tmp_path / 'run'}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ok   MCP server 'calculator'" in out.stdout and "2 of 2 checks passed" in out.stdout
+
+
+def test_an_unreachable_server_and_a_file_as_run_folder_fail_with_their_fix(tmp_path):
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("")
+    # no env: servers, and the agent's URL points at a port nothing listens on
+    closed = f"http://127.0.0.1:{free_port()}/mcp"
+    out = check(CALCULATOR, f"trainer.run_dir={a_file}", "env=[]", env={"CALCULATOR_MCP_URL": closed})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"FAIL run folder writable: trainer.run_dir='{a_file}' is a file: choose a folder" in out.stdout
+    assert "FAIL MCP server 'calculator'" in out.stdout and "does not answer MCP (ConnectError)" in out.stdout

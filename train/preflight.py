@@ -1,0 +1,104 @@
+"""`aworld-train check CONFIG`: everything a run needs, checked before a model loads or a GPU is claimed.
+
+The same checks run at the start of `run` for the engine backends: a verl or AReaL launch
+that would fail on a GPU node fails here instead, with the field and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aworld_train.engines.base import RunInputs
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}" + (f": {self.detail}" if self.detail else "")
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps a refused connection in two of them)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def run_folder_writable(run_dir: Path) -> Check:
+    name = "run folder writable"
+    if run_dir.exists() and not run_dir.is_dir():
+        return Check(name, False, f"trainer.run_dir={str(run_dir)!r} is a file: choose a folder")
+    probe_root = run_dir if run_dir.exists() else next(p for p in run_dir.parents if p.exists())
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe_root):
+            pass
+    except OSError as exc:
+        return Check(
+            name, False, f"trainer.run_dir={str(run_dir)!r}: {exc.strerror}: choose a writable folder"
+        )
+    return Check(name, True, str(run_dir))
+
+
+async def _list_tools(url: str, headers: dict[str, str], timeout_s: float) -> list[str]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async with streamablehttp_client(url, headers=headers, timeout=timeout_s) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await asyncio.wait_for(session.initialize(), timeout_s)
+            return [tool.name for tool in (await asyncio.wait_for(session.list_tools(), timeout_s)).tools]
+
+
+def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0) -> list[Check]:
+    """Start the config's `env:` servers, then list each of the agent's HTTP servers' tools."""
+    from aworld_train.aworld.agent_spec import resolve_env_refs
+    from aworld_train.errors import AgentSpecError
+    from aworld_train.servers import running_envs
+
+    checks = []
+    with running_envs(inputs.config.env, None):
+        for name, conf in (inputs.spec.mcp_config.get("mcpServers") or {}).items():
+            if not isinstance(conf, dict) or not conf.get("url"):
+                continue
+            label = f"MCP server {name!r}"
+            try:
+                resolved = resolve_env_refs(conf)
+            except AgentSpecError as exc:
+                checks.append(Check(label, False, str(exc)))
+                continue
+            try:
+                tools = asyncio.run(_list_tools(resolved["url"], resolved.get("headers") or {}, timeout_s))
+            except BaseException as exc:  # noqa: BLE001 - any failure means the server does not answer
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                checks.append(
+                    Check(
+                        label,
+                        False,
+                        f"{resolved['url']} does not answer MCP ({type(root_cause(exc)).__name__}): start it, or list it "
+                        f"under env: so the run starts it",
+                    )
+                )
+                continue
+            if not tools:
+                checks.append(Check(label, False, f"{resolved['url']} lists no tools"))
+            else:
+                checks.append(Check(label, True, f"{resolved['url']}: {len(tools)} tools"))
+    return checks
+
+
+def run_checks(inputs: RunInputs, engine) -> list[Check]:
+    checks = [run_folder_writable(inputs.run_dir), *mcp_servers_answer(inputs)]
+    engine_checks = getattr(engine, "checks", None)
+    if engine_checks is not None:
+        checks.extend(engine_checks(inputs))
+    return checks
