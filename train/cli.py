@@ -42,7 +42,7 @@ def cmd_render(args) -> int:
         print(run.config_text(), end="")
         print(f"# run folder: {run.folder}\n# launch: {' '.join(run.command)}", file=sys.stderr)
         return 0
-    text = config.render()
+    text = _trainer(args).config.render()  # the datasets, reward and agent are checked too
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text)

@@ -24,7 +24,7 @@ class _Section(BaseModel):
 
 class AlgorithmConfig(_Section):
     name: Literal["grpo"] = "grpo"
-    group_size: int = Field(4, ge=1, description="samples per task (n)")
+    group_size: int = Field(4, description="samples per task (n); GRPO compares them, so 2 or more")
     lr: float = Field(1.0e-5, gt=0)
     kl_coef: float = Field(0.0, ge=0)
     clip_low: float = Field(0.2, ge=0)
@@ -39,6 +39,16 @@ class AlgorithmConfig(_Section):
         1, ge=1, description="optimizer steps per rollout batch (>1 makes clipping matter)"
     )
     gradient_checkpointing: bool = False
+
+    @field_validator("group_size")
+    @classmethod
+    def _a_group_to_compare(cls, value: int) -> int:
+        if value < 2:
+            raise ValueError(
+                f"{value}: GRPO's advantage is a sample's reward against its group's mean, so a group of "
+                "one gives every advantage 0 and nothing is learned; use 2 or more"
+            )
+        return value
 
 
 class RolloutConfig(_Section):
@@ -91,6 +101,17 @@ class EnvServerConfig(_Section):
     name: str
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the server process")
+
+    @field_validator("name")
+    @classmethod
+    def _known_server(cls, value: str) -> str:
+        from aworld_train.env.launcher import SERVERS
+
+        if value not in SERVERS:
+            raise ValueError(
+                f"unknown env server {value!r}; known: {', '.join(sorted(SERVERS))}{_hint(value, SERVERS)}"
+            )
+        return value
 
 
 class TrainerConfig(_Section):

@@ -40,9 +40,9 @@ def _read_file(path: Path, what: str) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
-            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            rows = _read_jsonl(path, what)
         elif suffix == ".json":
-            data = json.loads(path.read_text())
+            data = json.loads(_utf8(path, what))
             rows = data if isinstance(data, list) else data.get("data", data.get("rows"))
         elif suffix == ".parquet":
             import pyarrow.parquet as pq
@@ -55,6 +55,32 @@ def _read_file(path: Path, what: str) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         raise DatasetError(f"{what} file {str(path)!r} must hold a list of rows")
     return read_rows(rows, what)
+
+
+def _utf8(path: Path, what: str) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DatasetError(
+            f"{what} file {str(path)!r} is not UTF-8 text (line {line}, byte {exc.start}): save it as UTF-8"
+        ) from None
+
+
+def _read_jsonl(path: Path, what: str) -> list[Any]:
+    rows = []
+    for number, line in enumerate(_utf8(path, what).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{what} file {str(path)!r} line {number}: {exc.msg} at column {exc.colno}: "
+                f"each line must be one JSON object"
+            ) from None
+    return rows
 
 
 def _ground_truth(row: dict[str, Any], answer_key: str) -> tuple[bool, Any]:
@@ -89,6 +115,12 @@ def _turns(prompt: Any) -> tuple[str | None, list[str]]:
     raise ValueError("must be a string, a list of strings, or a list of {role, content} messages")
 
 
+def _check_turns(turns: list[str]) -> None:
+    empty = next((i for i, turn in enumerate(turns) if not turn.strip()), None)
+    if empty is not None:
+        raise ValueError(f"user turn {empty} is empty: give every turn some text")
+
+
 def to_tasks(
     rows: list[dict[str, Any]], prompt_key: str, answer_key: str, what: str = "dataset"
 ) -> list[Task]:
@@ -109,6 +141,7 @@ def to_tasks(
             )
         try:
             system, turns = _turns(row[prompt_key])
+            _check_turns(turns)
         except ValueError as exc:
             raise DatasetError(f"{what} row {index}: '{prompt_key}' {exc}") from None
         task_id = str(row.get("id", row.get("task_id", index)))

@@ -9,6 +9,7 @@ folder in the user's cache, and load that folder afterwards (about a second).
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,8 @@ EMBEDDED = {
         # The GGUF metadata names <|im_start|> as eos; the chat turns end with <|im_end|>.
         "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>",
+        # the GGUF's llama.context_length (a test reads it from the file)
+        "context_length": 8192,
     }
 }
 EMBEDDED_PREFIX = "embedded:"
@@ -92,14 +95,20 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
-def check_model(model: str) -> None:
-    """Cheap validation for construction time: no weights are loaded."""
+def check_model(model: str) -> int | None:
+    """Cheap validation for construction time: no weights are loaded. Returns the model's context length."""
     if model.startswith(EMBEDDED_PREFIX):
-        embedded_gguf(model[len(EMBEDDED_PREFIX) :])
-    elif not (Path(model).expanduser() / "config.json").is_file():
+        name = model[len(EMBEDDED_PREFIX) :]
+        embedded_gguf(name)
+        return EMBEDDED[name]["context_length"]
+    config = Path(model).expanduser() / "config.json"
+    if not config.is_file():
         raise ModelError(
             f"model {model!r}: no config.json there; use 'embedded:smollm2-135m' or a local model folder"
         )
+    data = json.loads(config.read_text())
+    data = data.get("text_config", data)  # multimodal configs nest the language model's
+    return data.get("max_position_embeddings")
 
 
 def load_tokenizer(model: str):

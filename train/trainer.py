@@ -12,8 +12,9 @@ from aworld_train.aworld.agent_spec import AgentSpec, build_agent, load_agent_sp
 from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
-from aworld_train.errors import AgentSpecError, DatasetError
+from aworld_train.errors import AgentSpecError, ConfigError, DatasetError
 from aworld_train.models import check_model
+from aworld_train.preflight import run_folder_writable
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
 
@@ -65,10 +66,13 @@ class AgentTrainer:
         for source, key in ((train_source, "train"), (test_source, "test")):
             if isinstance(source, str | Path):
                 setattr(cfg.data, key, str(source))
-        check_model(cfg.model)
+        _check_lengths(cfg, check_model(cfg.model))
         if run_path is not None:
             cfg.trainer.run_dir = str(run_path)
         self.run_dir = Path(cfg.trainer.run_dir)
+        writable = run_folder_writable(self.run_dir)
+        if not writable.ok:
+            raise ConfigError(writable.detail)
 
     def _tasks(self, source: Any, what: str) -> list[Task]:
         if source is None:
@@ -114,6 +118,19 @@ class AgentTrainer:
             )
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
         return report
+
+
+def _check_lengths(cfg: TrainConfig, context: int | None) -> None:
+    """Token limits the model cannot hold would fail mid-run (position ids past the context)."""
+    if context is None:
+        return
+    for field in ("max_new_tokens", "max_total_tokens", "max_prompt_tokens"):
+        value = getattr(cfg.rollout, field)
+        if value is not None and value > context:
+            raise ConfigError(
+                f"rollout.{field}={value} is beyond {cfg.model}'s context of {context} tokens: "
+                f"set it to {context} or less"
+            )
 
 
 def _check_rebuild(spec: AgentSpec) -> None:

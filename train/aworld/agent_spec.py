@@ -227,8 +227,10 @@ def build_agent(
     into every MCP server's headers so stateful servers can isolate episodes, with
     `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it.
     """
+    from aworld_train.aworld import install
     from aworld_train.aworld.runtime import Agent, AgentConfig
 
+    install()  # before any agent exists: AWorld components take the memory store when they are built
     mcp_config = resolve_env_refs(spec.mcp_config)
     if episode_id is not None:
         for conf in (mcp_config.get("mcpServers") or {}).values():
