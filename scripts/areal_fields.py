@@ -48,7 +48,7 @@ def fields_of(name: str, known: dict[str, ast.ClassDef], seen: tuple[str, ...] =
         if text.startswith("ClassVar"):
             continue
         nested = [c for c in annotation_classes(stmt.annotation, known) if c not in seen]
-        if nested and not text.startswith(("list", "dict")):
+        if nested and not text.startswith(("list", "dict", "tuple")):
             out[stmt.target.id] = fields_of(nested[0], known, seen + (name,))
         else:
             out[stmt.target.id] = text

@@ -19,9 +19,19 @@ class ArealEngine:
         return render(inputs)
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+        from aworld_train.engines.areal.render import recover_data
         from aworld_train.engines.native import launch_run
+        from aworld_train.errors import ConfigError
 
-        return launch_run(self.render(inputs), inputs, ["recover.mode=auto"], resume)
+        run = self.render(inputs)
+        # the rendered config recovers automatically (recover.mode: auto): only when asked
+        found = recover_data(run.final)
+        if found and not resume:
+            raise ConfigError(
+                f"{inputs.run_dir} holds AReaL recover data ({found[0]}): pass --resume to continue "
+                "that run, or choose another trainer.run_dir"
+            )
+        return launch_run(run, inputs, [], resume)
 
 
 ENGINE = ArealEngine()

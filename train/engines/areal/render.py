@@ -28,6 +28,10 @@ from aworld_train.rollout.codec import TASK_FIELD, task_to_json
 WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
 ENTRY = "aworld_train.engines.areal.main"
 FIELDS_FILE = Path(__file__).with_name("fields.json")
+# AReaL's worker entry; a scheduling spec written in YAML replaces AReaL's default list, cmd included.
+RPC_SERVER = "python -m areal.infra.rpc.rpc_server"
+# AReaL's default GPUs per node (cluster.n_gpus_per_node).
+DEFAULT_GPUS_PER_NODE = 8
 # Sub-configs that carry their own experiment/trial names and file root in AReaL.
 _NAMED = ("rollout", "actor", "saver", "evaluator", "recover", "stats_logger")
 
@@ -70,6 +74,20 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor.path", model_path, "model"),
         Derived("actor.backend", "fsdp:d1"),
         Derived("rollout.backend", "sglang:d1"),
+        # one GPU per worker: AReaL's default spec asks for none, and its scheduler then gives
+        # each worker CUDA_VISIBLE_DEVICES=""
+        Derived("actor.scheduling_spec", [{"gpu": 1, "cmd": RPC_SERVER}]),
+        Derived("rollout.scheduling_spec", "${actor.scheduling_spec}"),
+        # AReaL's default flash_attention_2 is not installed by areal[sglang]
+        Derived("actor.attn_impl", "sdpa"),
+        # SGLang serves the actor's model; AReaL leaves its path empty
+        Derived("sglang.model_path", model_path, "model"),
+        Derived("sglang.random_seed", "${seed}"),
+        # agent turns share their conversation's prefix: keep SGLang's prefix cache on
+        Derived("sglang.disable_radix_cache", False),
+        # AReaL writes recover data only with a mode and a frequency; `run --resume` continues from it
+        Derived("recover.mode", "auto"),
+        Derived("recover.freq_steps", "${saver.freq_steps}"),
         Derived("gconfig.n_samples", algo.group_size, "algorithm.group_size"),
         Derived("gconfig.max_new_tokens", rollout.max_new_tokens, "rollout.max_new_tokens"),
         Derived("gconfig.temperature", rollout.temperature, "rollout.temperature"),
@@ -127,10 +145,33 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
     return values
 
 
+def single_gpu_values(native: dict[str, Any], context: int | None) -> list[Derived]:
+    """On one GPU the actor and SGLang share the device: weights move through disk (two NCCL ranks
+    cannot share one device), SGLang leaves the actor room, and its context fits the model."""
+    gpus = (native.get("cluster") or {}).get("n_gpus_per_node", DEFAULT_GPUS_PER_NODE)
+    if gpus != 1:
+        return []
+    values = [Derived("actor.weight_update_mode", "disk"), Derived("sglang.mem_fraction_static", 0.4)]
+    if context:
+        values.append(Derived("sglang.context_length", context))
+    return values
+
+
 def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+    from aworld_train.models import check_model
+
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
     check_keys(native)
-    return fill(native, derived_values(inputs, folder, model_path), inputs, "areal")
+    derived = derived_values(inputs, folder, model_path) + single_gpu_values(
+        native, check_model(inputs.config.model)
+    )
+    return fill(native, derived, inputs, "areal")
+
+
+def recover_data(final: dict[str, Any]) -> list[Path]:
+    """AReaL's recover files under the run's file root (checkpoints/<user>/<experiment>/<trial>/)."""
+    root = Path(final["cluster"]["fileroot"]) / "checkpoints"
+    return sorted(root.glob("*/*/*/recover_info")) if root.is_dir() else []
 
 
 def write_jsonl(tasks, path: Path) -> None:
