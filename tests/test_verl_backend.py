@@ -424,8 +424,11 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
     (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
+    from aworld_train import preflight
     from aworld_train.engines.verl import render as verl_render
 
+    # the preflight has its own test below; vLLM cannot be installed here
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
     monkeypatch.setattr(
         verl_render,
         "command",
@@ -507,8 +510,11 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
 
     from aworld_train.engines.verl import render as verl_render
 
+    from aworld_train import preflight
+
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
     printed = "import sys; print('ARGS', sys.argv[1:])"
     monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
     trainer_for(tmp_path, {"backend": "verl"}).train(resume=True)
@@ -533,3 +539,37 @@ def test_an_over_long_first_prompt_is_a_failed_episode(verl_run, tokenizer, monk
     monkeypatch.setattr(loop.settings, "max_prompt_tokens", 16)
     assert asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run))) == []
     assert server.calls == []
+
+
+def test_attention_that_is_installed_and_one_reward_worker(tmp_path):
+    """verl's actor asks for flash_attention_2, which verl does not install; its 8 reward workers
+    would idle (our loop scores)."""
+    import importlib.util
+
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
+    expected = "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
+    assert run.final.actor_rollout_ref.model.override_config.attn_implementation == expected
+    assert run.final.reward.num_workers == 1
+    from verl.utils.config import omega_conf_to_dataclass
+
+    model = omega_conf_to_dataclass(run.final.actor_rollout_ref.model)  # verl's own model config accepts it
+    assert model.override_config["attn_implementation"] == expected
+
+
+def test_run_checks_before_it_launches(tmp_path, monkeypatch, calculator_server):
+    """`run` on verl fails on this machine before anything launches, naming what is missing."""
+    import sys
+
+    from aworld_train.engines.verl import render as verl_render
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    launched = tmp_path / "launched"
+    monkeypatch.setattr(
+        verl_render,
+        "command",
+        lambda folder, config_path: (sys.executable, "-c", f"open({str(launched)!r}, 'w')"),
+    )
+    with pytest.raises(ConfigError, match=r"the run cannot start:\nFAIL module vllm: not installed") as error:
+        trainer_for(tmp_path, {"backend": "verl"}).train()
+    assert "MCP server" not in str(error.value)  # the server answered
+    assert not launched.exists()

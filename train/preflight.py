@@ -102,3 +102,12 @@ def run_checks(inputs: RunInputs, engine) -> list[Check]:
     if engine_checks is not None:
         checks.extend(engine_checks(inputs))
     return checks
+
+
+def require_checks(inputs: RunInputs, engine) -> None:
+    """`run`'s preflight for the engine backends: every failed check in one error."""
+    from aworld_train.errors import ConfigError
+
+    failed = [c for c in run_checks(inputs, engine) if not c.ok]
+    if failed:
+        raise ConfigError("the run cannot start:\n" + "\n".join(c.line() for c in failed))

@@ -34,7 +34,8 @@ def check_version(package: str, expected: str, what: str) -> None:
     if found != expected:
         raise UnsupportedVersion(
             f"{what} was written for {package}=={expected}, but {package} {found or 'is not installed'} "
-            f"is installed: pip install '{package}=={expected}'"
+            f"is installed: pip install --no-deps '{package}=={expected}' (its other requirements come "
+            "with aworld-train; see the README's Pins)"
         )
 
 

@@ -20,9 +20,16 @@ class VerlEngine:
 
         return render(inputs)
 
+    def checks(self, inputs: RunInputs) -> list:
+        from aworld_train.engines.verl.checks import preflight
+
+        return preflight(inputs)
+
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
         from aworld_train.engines.native import launch_run
+        from aworld_train.preflight import require_checks
 
+        require_checks(inputs, self)  # before a GPU node is claimed
         return launch_run(self.render(inputs), inputs, ["trainer.resume_mode=auto"], resume)
 
 

@@ -83,3 +83,77 @@ def warn_long_prompts(final: Any, inputs: RunInputs, tokenizer) -> int:
             max(over),
         )
     return len(over)
+
+
+def package_checks(final: Any) -> list:
+    """verl and what its V1 trainer and our loop import, at the versions this adapter was written for."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    from aworld_train.preflight import Check
+
+    def installed(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return None
+
+    checks = []
+    found = installed("verl")
+    checks.append(
+        Check(
+            "package verl", found == "0.9.1", f"verl {found or 'is not installed'}; pip install -e '.[verl]'"
+        )
+        if found != "0.9.1"
+        else Check("package verl", True, "0.9.1")
+    )
+    modules = {
+        "transfer_queue": "TransferQueue==0.1.11",
+        "ray": "ray",
+        "cachetools": "cachetools",
+        "fastapi": "fastapi",
+    }
+    if final.actor_rollout_ref.rollout.name == "vllm":
+        modules["vllm"] = "'verl[vllm]==0.9.1' (on the GPU machine)"
+    for module, install in modules.items():
+        ok = importlib.util.find_spec(module) is not None
+        checks.append(Check(f"module {module}", ok, "" if ok else f"not installed: pip install {install}"))
+    attention = final.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2")
+    ok = attention != "flash_attention_2" or importlib.util.find_spec("flash_attn") is not None
+    checks.append(
+        Check(
+            "attention implementation",
+            ok,
+            attention
+            if ok
+            else "flash_attention_2 needs flash-attn: pip install flash-attn, or set "
+            "verl.actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        )
+    )
+    return checks
+
+
+def preflight(inputs: RunInputs) -> list:
+    """The verl run's checks: the config renders (budgets, trainer), packages, attention, first prompts."""
+    from aworld_train.engines.verl.render import render
+    from aworld_train.errors import AworldTrainError
+    from aworld_train.models import load_tokenizer
+    from aworld_train.preflight import Check
+
+    try:
+        run = render(inputs)
+    except AworldTrainError as exc:
+        return [Check("verl config renders", False, str(exc))]
+    checks = [Check("verl config renders", True, str(run.config_path)), *package_checks(run.final)]
+    over = warn_long_prompts(run.final, inputs, load_tokenizer(run.final.actor_rollout_ref.model.path))
+    limit = run.final.data.max_prompt_length
+    checks.append(
+        Check(
+            "first prompts fit",
+            over == 0,
+            f"all within data.max_prompt_length={limit}"
+            if not over
+            else f"{over} training prompts exceed data.max_prompt_length={limit}: raise it (rollout.max_prompt_tokens)",
+        )
+    )
+    return checks

@@ -9,6 +9,7 @@ verl's example defaults (gsm8k paths, its reward) without the user saying so.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
     from aworld_train.config import TrainConfig
 
 AGENT_NAME = "aworld_agent"
+OPEN_SECTIONS = ("actor_rollout_ref.model.override_config", "critic.model.override_config")
+
+
+def attention_implementation() -> str:
+    """verl's actor defaults to flash_attention_2, which verl does not install: use it only when there."""
+    return "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
 
 
 def verl_config_dir() -> Path:
@@ -70,6 +77,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
             else []
         ),
         Derived("actor_rollout_ref.model.path", model_path, "model"),
+        Derived("actor_rollout_ref.model.override_config.attn_implementation", attention_implementation()),
         Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
         Derived("actor_rollout_ref.rollout.name", "vllm"),
         Derived("actor_rollout_ref.rollout.temperature", rollout.temperature, "rollout.temperature"),
@@ -94,6 +102,8 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
         Derived("algorithm.adv_estimator", "grpo", "algorithm.name"),
         Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
+        # our loop scores every episode itself: verl's reward workers only read reward_score
+        Derived("reward.num_workers", 1),
         Derived("reward.custom_reward_function.path", reward_file, "reward.fn"),
         Derived("reward.custom_reward_function.name", reward_name, "reward.fn"),
         # a run continues from the run folder's checkpoints only when asked (`run --resume`)
@@ -145,6 +155,11 @@ def compose(native: dict[str, Any]) -> Any:
 
     base = verl_defaults()
     OmegaConf.set_struct(base, True)
+    # transformers config overrides: an open mapping in verl (its YAML gives `{}`)
+    for section in OPEN_SECTIONS:
+        node = OmegaConf.select(base, section)
+        if node is not None:
+            OmegaConf.set_struct(node, False)
     try:
         return OmegaConf.merge(base, OmegaConf.create(native))
     except ConfigKeyError as exc:
