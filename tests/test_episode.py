@@ -156,6 +156,27 @@ async def test_episode_timeout(tokenizer, im_end, slow_server, make_runtime):
     runtime = make_runtime(policy, tool_timeout_s=60, episode_timeout_s=3)
     traj = await Episode(slow_spec(url), Task("t", ["go"], ground_truth=1), runtime, REWARD).run()
     assert traj.status == "timeout" and not traj.trainable()
+    assert "episode_timeout_s=3 of agent and tool time" in traj.error
+
+
+async def test_time_waiting_for_the_policy_is_not_the_agents(tokenizer, im_end, plain_spec, make_runtime):
+    """Many episodes queue for one policy: that wait must not time the agent out; only the
+    wall-clock limit counts it."""
+    script = [call("calculate", '{"expression": "37 * 48"}'), "The answer is 1776."]
+    # two policy calls of 3s each: 6s of policy time against a 5s agent limit
+    slow_policy = ScriptedPolicy(tokenizer, script, im_end, latency_s=3.0)
+    runtime = make_runtime(slow_policy, episode_timeout_s=5.0)
+    task = Task("t", ["What is 37 * 48?"], ground_truth=1776)
+    traj = await Episode(plain_spec, task, runtime, REWARD).run()
+    assert traj.status == "ok", traj.error
+    assert traj.timings["policy_s"] >= 6.0 and traj.timings["agent_s"] < 5.0
+    assert traj.timings["total_s"] >= traj.timings["policy_s"] + traj.timings["agent_s"] - 0.01
+
+    walled = ScriptedPolicy(tokenizer, script, im_end, latency_s=3.0)
+    runtime = make_runtime(walled, episode_timeout_s=30.0, episode_wall_timeout_s=4.0)
+    traj = await Episode(plain_spec, task, runtime, REWARD).run()
+    assert traj.status == "timeout" and "episode_wall_timeout_s=4 passed" in traj.error
+    assert traj.timings["total_s"] < 12.0
 
 
 async def test_malformed_calls_and_failures_leave_the_batch_intact(

@@ -71,6 +71,8 @@ class Episode:
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
+        self._policy_since: float | None = None  # a policy call in flight since
+        self._started = 0.0
         self._user_turn = 0
 
     # -- ending -------------------------------------------------------------
@@ -168,9 +170,12 @@ class Episode:
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
         )
-        started = time.perf_counter()
-        gen = await self.runtime.policy.generate(prompt_ids, sampling)
-        self._policy_s += time.perf_counter() - started
+        self._policy_since = time.perf_counter()
+        try:
+            gen = await self.runtime.policy.generate(prompt_ids, sampling)
+        finally:
+            self._policy_s += time.perf_counter() - self._policy_since
+            self._policy_since = None
         text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
         parsed = parse_tool_calls(text, self.cfg.tool_parser)
         turn = self.traj.num_turns
@@ -223,10 +228,10 @@ class Episode:
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
         install()
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         provider.attach(self.id, self)
         try:
-            await self._run_turns(started + self.cfg.episode_timeout_s)
+            await self._run_turns()
         except Exception as exc:  # the agent or AWorld broke: keep the episode as data
             self._end("error", f"{type(exc).__name__}: {exc}")
         finally:
@@ -237,11 +242,41 @@ class Episode:
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
             "policy_s": round(self._policy_s, 4),
+            "agent_s": round(self._agent_s(time.perf_counter()), 4),
         }
         self._score()
         return self.traj
 
-    async def _run_turns(self, deadline: float) -> None:
+    def _agent_s(self, now: float) -> float:
+        """Time the agent and its tools took: wall time less time waiting for or inside the policy."""
+        in_flight = now - self._policy_since if self._policy_since is not None else 0.0
+        return now - self._started - self._policy_s - in_flight
+
+    async def _wait_turn(self, runner: asyncio.Future, ended: asyncio.Future) -> str | None:
+        """Wait for the turn to finish; the limit it ran past, if any.
+
+        Many episodes share one policy, so time queued for it is not the agent's: the
+        agent clock stops while a policy call is in flight, and only the wall-clock limit
+        counts it. Each wait is at most the agent time left, so a wait never overshoots it.
+        """
+        while True:
+            now = time.perf_counter()
+            wall_left = self._started + self.cfg.episode_wall_timeout_s - now
+            if wall_left <= 0:
+                return f"episode_wall_timeout_s={self.cfg.episode_wall_timeout_s:g} passed"
+            agent_left = self.cfg.episode_timeout_s - self._agent_s(now)
+            if agent_left <= 0:
+                return (
+                    f"episode_timeout_s={self.cfg.episode_timeout_s:g} of agent and tool time passed "
+                    f"(time waiting for or inside the policy, {self._policy_s:.1f}s, not counted)"
+                )
+            done, _ = await asyncio.wait(
+                {runner, ended}, timeout=min(agent_left, wall_left), return_when=asyncio.FIRST_COMPLETED
+            )
+            if done:
+                return None
+
+    async def _run_turns(self) -> None:
         # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
         spec = (
             self.spec.model_copy(update={"system_prompt": self.task.system})
@@ -273,15 +308,12 @@ class Episode:
             self.traj.final_answer = ""
             runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))
             ended = asyncio.ensure_future(self._ended.wait())
-            remaining = max(0.0, deadline - time.perf_counter())
-            done, _ = await asyncio.wait(
-                {runner, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
+            passed = await self._wait_turn(runner, ended)
             ended.cancel()
-            if runner not in done:
+            if passed is not None or not runner.done():
                 runner.cancel()
                 await asyncio.wait({runner}, timeout=5)
-                self._end("timeout", f"episode_timeout_s={self.cfg.episode_timeout_s:g} passed")
+                self._end("timeout", passed)
                 return  # a status set earlier (max_turns, tool_timeout, ...) stays
             response = runner.result()  # raises what the agent raised
             if self._ended.is_set():
