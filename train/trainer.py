@@ -13,6 +13,7 @@ from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, DatasetError
+from aworld_train.mcp_check import check_mcp_servers
 from aworld_train.models import check_model
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
@@ -65,6 +66,8 @@ class AgentTrainer:
         for source, key in ((train_source, "train"), (test_source, "test")):
             if isinstance(source, str | Path):
                 setattr(cfg.data, key, str(source))
+        # the agent's MCP servers answer now, or the run is refused before any model loads
+        check_mcp_servers(self.spec, [server.name for server in cfg.env])
         check_model(cfg.model)
         if run_path is not None:
             cfg.trainer.run_dir = str(run_path)

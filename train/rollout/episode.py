@@ -24,6 +24,7 @@ from aworld_train.aworld.agent_spec import AgentSpec, build_agent
 from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
+from aworld_train.protocol import MissingVariable, resolve_env_refs
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
@@ -109,7 +110,30 @@ class Episode:
 
     def _server_urls(self) -> list[tuple[str, str]]:
         servers = (self.spec.mcp_config.get("mcpServers") or {}).items()
-        return [(n, c["url"]) for n, c in servers if isinstance(c, dict) and c.get("url")]
+        return [(n, _resolved(c["url"])) for n, c in servers if isinstance(c, dict) and c.get("url")]
+
+    async def _tools_missing(self, tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+        """A configured MCP server that gave the agent no tools: (status, error), or None.
+
+        AWorld drops a server that does not answer and the agent goes on without its
+        tools (every call it makes is answered "can not find ... tool"), so this is
+        checked before the first LLM call of an episode, and whenever no tools arrive.
+        """
+        if self.traj.num_turns > 0 and tools:
+            return None
+        configured = [n for n in self.spec.mcp_servers if n in (self.spec.mcp_config.get("mcpServers") or {})]
+        urls = dict(self._server_urls())
+        down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
+        if down:
+            return (
+                "tool_server_down",
+                f"MCP server(s) {', '.join(down)} did not answer: the agent got no tools",
+            )
+        if configured and not tools:
+            names = ", ".join(f"{n!r}" + (f" at {urls[n]}" if n in urls else " (stdio)") for n in configured)
+            status = "error" if all(n in urls for n in configured) else "tool_server_down"
+            return status, f"MCP server(s) {names} listed no tools"
+        return None
 
     # -- the LLM endpoint AWorld calls --------------------------------------
     async def complete(
@@ -132,6 +156,10 @@ class Episode:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ModelResponse:
         self._collect_tool_results(messages)
+        missing = await self._tools_missing(tools)
+        if missing is not None:
+            self._end(*missing)
+            return await self._hold()
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
             self._end("max_turns")
@@ -360,6 +388,14 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
                 else message[key]
             )
     return out
+
+
+def _resolved(url: str) -> str:
+    """A URL with its `${VAR}` references resolved, as the agent's MCP client sees it."""
+    try:
+        return resolve_env_refs(url)
+    except MissingVariable:
+        return url
 
 
 async def _reachable(url: str, timeout: float = 2.0) -> bool:
