@@ -156,6 +156,27 @@ async def test_episode_timeout(tokenizer, im_end, slow_server, make_runtime):
     runtime = make_runtime(policy, tool_timeout_s=60, episode_timeout_s=3)
     traj = await Episode(slow_spec(url), Task("t", ["go"], ground_truth=1), runtime, REWARD).run()
     assert traj.status == "timeout" and not traj.trainable()
+    assert "episode_timeout_s=3 of agent and tool time" in traj.error
+
+
+async def test_time_waiting_for_the_policy_is_not_the_agents(tokenizer, im_end, plain_spec, make_runtime):
+    """Many episodes queue for one policy: that wait must not time the agent out; only the
+    wall-clock limit counts it."""
+    script = [call("calculate", '{"expression": "37 * 48"}'), "The answer is 1776."]
+    # two policy calls of 5s each: 10s of policy time against an 8s agent limit
+    slow_policy = ScriptedPolicy(tokenizer, script, im_end, latency_s=5.0)
+    runtime = make_runtime(slow_policy, episode_timeout_s=8.0)
+    task = Task("t", ["What is 37 * 48?"], ground_truth=1776)
+    traj = await Episode(plain_spec, task, runtime, REWARD).run()
+    assert traj.status == "ok", traj.error
+    assert traj.timings["policy_s"] >= 10.0 and traj.timings["agent_s"] < 8.0
+    assert traj.timings["total_s"] >= traj.timings["policy_s"] + traj.timings["agent_s"] - 0.01
+
+    walled = ScriptedPolicy(tokenizer, script, im_end, latency_s=5.0)
+    runtime = make_runtime(walled, episode_timeout_s=30.0, episode_wall_timeout_s=4.0)
+    traj = await Episode(plain_spec, task, runtime, REWARD).run()
+    assert traj.status == "timeout" and "episode_wall_timeout_s=4 passed" in traj.error
+    assert traj.timings["total_s"] < 15.0
 
 
 async def test_malformed_calls_and_failures_leave_the_batch_intact(
@@ -253,3 +274,15 @@ async def test_a_rows_system_message_is_the_episodes_system_prompt(
     first_prompt = tokenizer.decode(policy.prompts[0])
     assert "You are TERSE-BOT; reply with digits." in first_prompt
     assert plain_spec.system_prompt.strip()[:40] not in first_prompt
+
+
+async def test_a_server_down_from_the_start_is_never_an_ok_episode(tokenizer, im_end, make_runtime):
+    """AWorld gives an agent whose server does not answer no tools at all; its calls come
+    back "can not find ... tool". Such an episode must not be trained on as ok."""
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    spec = slow_spec(url)
+    policy = ScriptedPolicy(tokenizer, [call("slow", '{"seconds": 0}'), "done"], im_end)
+    traj = await Episode(spec, Task("t", ["go"], ground_truth=1), make_runtime(policy), REWARD).run()
+    assert traj.status == "tool_server_down" and not traj.trainable()
+    assert "'slow'" in traj.error and url in traj.error
+    assert policy.prompts == []  # ended before the policy was asked anything

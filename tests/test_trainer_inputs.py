@@ -17,6 +17,9 @@ ROWS = [{"prompt": "What is 1 + 1?", "ground_truth": 2}]
 def make(**kwargs):
     args = {"agent": AGENT, "reward_func": REWARD, "train_dataset": ROWS, "test_dataset": ROWS}
     args.update(kwargs)
+    # the run starts the calculator (env:), so construction does not expect it to answer yet
+    if isinstance(args.get("config"), dict | None):
+        args["config"] = {"env": [{"name": "calculator"}], **(args.get("config") or {})}
     return AgentTrainer(**args)
 
 
@@ -101,3 +104,32 @@ def test_agent_that_cannot_be_rebuilt():
 def test_no_dataset_at_all():
     with pytest.raises(DatasetError, match="no dataset"):
         make(train_dataset=None, test_dataset=None)
+
+
+def test_a_config_naming_an_unreachable_server_is_refused_before_model_load(tmp_path, monkeypatch):
+    import aworld_train.trainer as trainer_module
+    from aworld_train.agents.calculator import build_agent
+    from aworld_train.env.launcher import free_port
+    from aworld_train.errors import ToolServerError
+
+    loaded = []
+    monkeypatch.setattr(trainer_module, "check_model", lambda model: loaded.append(model))
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    data = [{"prompt": "What is 1 + 1?", "ground_truth": 2}]
+    with pytest.raises(ToolServerError) as err:
+        AgentTrainer(
+            agent=build_agent(url=url),
+            config={"env": []},
+            reward_func="aworld_train.rewards.calculator:exact_answer",
+            train_dataset=data,
+        )
+    message = str(err.value)
+    assert "'calculator'" in message and url in message and "env up calculator" in message
+    assert loaded == []  # refused before the model is even looked at
+    # the same agent with the server listed under env: is started by the run: not checked here
+    AgentTrainer(
+        agent=build_agent(),
+        config={"env": [{"name": "calculator"}]},
+        reward_func="aworld_train.rewards.calculator:exact_answer",
+        train_dataset=data,
+    )

@@ -508,9 +508,8 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
     """verl's resume_mode defaults to auto: a run without --resume would continue from old checkpoints."""
     import sys
 
-    from aworld_train.engines.verl import render as verl_render
-
     from aworld_train import preflight
+    from aworld_train.engines.verl import render as verl_render
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"

@@ -72,7 +72,20 @@ class RolloutConfig(_Section):
     tool_block: Literal["auto", "never"] = Field(
         "auto", description="add the tool list to the system turn when the chat template ignores tools="
     )
-    episode_timeout_s: float = Field(120.0, gt=0)
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="extra chat-template variables, e.g. {enable_thinking: false} for Qwen3",
+    )
+    episode_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="time the agent and its tools may take; time waiting for or inside the policy does not count",
+    )
+    episode_wall_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="wall-clock limit of one episode, policy queue included (a guard against hangs)",
+    )
     tool_timeout_s: float = Field(30.0, gt=0)
     concurrency: int = Field(16, ge=1)
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")

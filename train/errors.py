@@ -23,3 +23,7 @@ class AgentSpecError(AworldTrainError):
 
 class ModelError(AworldTrainError):
     pass
+
+
+class ToolServerError(AworldTrainError):
+    """An MCP server the agent is configured with does not answer."""

@@ -48,20 +48,11 @@ def run_folder_writable(run_dir: Path) -> Check:
     return Check(name, True, str(run_dir))
 
 
-async def _list_tools(url: str, headers: dict[str, str], timeout_s: float) -> list[str]:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
-
-    async with streamablehttp_client(url, headers=headers, timeout=timeout_s) as (read, write, _):
-        async with ClientSession(read, write) as session:
-            await asyncio.wait_for(session.initialize(), timeout_s)
-            return [tool.name for tool in (await asyncio.wait_for(session.list_tools(), timeout_s)).tools]
-
-
 def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0) -> list[Check]:
     """Start the config's `env:` servers, then list each of the agent's HTTP servers' tools."""
     from aworld_train.aworld.agent_spec import resolve_env_refs
     from aworld_train.errors import AgentSpecError
+    from aworld_train.mcp_check import list_tools
     from aworld_train.servers import running_envs
 
     checks = []
@@ -76,7 +67,7 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0) -> list[Check
                 checks.append(Check(label, False, str(exc)))
                 continue
             try:
-                tools = asyncio.run(_list_tools(resolved["url"], resolved.get("headers") or {}, timeout_s))
+                tools = asyncio.run(list_tools(resolved, timeout_s))
             except BaseException as exc:  # noqa: BLE001 - any failure means the server does not answer
                 if isinstance(exc, KeyboardInterrupt):
                     raise

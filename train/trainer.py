@@ -13,6 +13,7 @@ from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, ConfigError, DatasetError
+from aworld_train.mcp_check import check_mcp_servers
 from aworld_train.models import check_model
 from aworld_train.preflight import run_folder_writable
 from aworld_train.reward import RewardFunction
@@ -66,6 +67,8 @@ class AgentTrainer:
         for source, key in ((train_source, "train"), (test_source, "test")):
             if isinstance(source, str | Path):
                 setattr(cfg.data, key, str(source))
+        # the agent's MCP servers answer now, or the run is refused before any model loads
+        check_mcp_servers(self.spec, [server.name for server in cfg.env])
         _check_lengths(cfg, check_model(cfg.model))
         if run_path is not None:
             cfg.trainer.run_dir = str(run_path)

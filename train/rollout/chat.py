@@ -1,8 +1,12 @@
 """Chat-template rendering for the ledger: whole prompts, and the template text that
 follows an assistant turn (the "delta") without re-rendering what came before.
 
-The delta is rendered against a fixed stand-in conversation, so the ids already
-in the ledger, including every token the policy sampled, are never re-tokenised.
+The delta is rendered after a fixed stand-in conversation and cut right after the
+stand-in assistant's content, so it never depends on how the template renders
+earlier turns (Qwen3 strips old `<think>` blocks and adds an empty one to the last
+assistant turn, Llama 3 puts a date and the tools into early turns, Mistral moves the
+system prompt to the last user turn). The ids already in the ledger, including every
+token the policy sampled, are never re-tokenised.
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ from typing import Any
 
 Message = dict[str, Any]
 
-_STAND_IN = [
-    {"role": "system", "content": "S"},
-    {"role": "user", "content": "U"},
-    {"role": "assistant", "content": "ASSISTANT_STAND_IN"},
-]
+_MARK = "ASSISTANT_STAND_IN"
+_SYSTEM = {"role": "system", "content": "SYSTEM_STAND_IN"}
+_USER = {"role": "user", "content": "USER_STAND_IN"}
+_ASSISTANT = {"role": "assistant", "content": _MARK}
+# Tried in order. Without a system message for templates that copy it into later turns
+# (Mistral puts it into the last user turn): a delta must hold nothing of the stand-in.
+_STAND_INS = ([_SYSTEM, _USER, _ASSISTANT], [_USER, _ASSISTANT])
+_STAND_IN_TEXT = ("SYSTEM_STAND_IN", "USER_STAND_IN")
 
 
 def content_text(content: Any) -> str:
@@ -89,15 +96,22 @@ class ChatRenderer:
     are wrapped in `<tool_response>` tags.
     """
 
-    def __init__(self, tokenizer, chat_template: str | None = None, tool_block: str = "auto") -> None:
+    def __init__(
+        self,
+        tokenizer,
+        chat_template: str | None = None,
+        tool_block: str = "auto",
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         if tool_block not in ("auto", "never"):
             raise ValueError(f"tool_block must be 'auto' or 'never', not {tool_block!r}")
         self.tokenizer = tokenizer
         self.chat_template = chat_template
+        # extra template variables, e.g. {"enable_thinking": False} for Qwen3
+        self.template_kwargs = dict(template_kwargs or {})
         self.supports_tools = self._detect_tool_support()
         # 'never': the agent's own prompt (e.g. few-shot turns) shows the tools instead
         self.add_tool_block = tool_block == "auto" and not self.supports_tools
-        self._close_text = self._assistant_close()
 
     # -- template probing -------------------------------------------------
     def _apply(self, messages: list[Message], tools=None, add_generation_prompt=False) -> str:
@@ -107,6 +121,7 @@ class ChatRenderer:
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
             chat_template=self.chat_template,
+            **self.template_kwargs,
         )
 
     def _detect_tool_support(self) -> bool:
@@ -119,12 +134,6 @@ class ChatRenderer:
             return "zz_probe_tool" in self._apply(probe, tools=[tool])
         except Exception:
             return False
-
-    def _assistant_close(self) -> str:
-        """Template text between an assistant message's content and the next message."""
-        text = self._apply(self._prepare(_STAND_IN))
-        marker = "ASSISTANT_STAND_IN"
-        return text[text.rindex(marker) + len(marker) :]
 
     # -- message preparation ----------------------------------------------
     def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
@@ -178,15 +187,42 @@ class ChatRenderer:
     def render_delta(self, new_messages: list[Message], ended_with_stop: bool, stop_text: str) -> list[int]:
         """Ids that follow a sampled assistant turn: the rest of its closing text, the
         new messages, and the generation prompt."""
-        base = self._prepare(_STAND_IN)
-        before = self._apply(base)
-        after = self._apply(base + self._prepare(new_messages), add_generation_prompt=True)
-        if not after.startswith(before):
-            raise ValueError("chat template renders earlier turns differently once later turns are added")
-        close = self._close_text
-        if ended_with_stop and stop_text and close.startswith(stop_text):
-            close = close[len(stop_text) :]
-        return self.encode(close + after[len(before) :])
+        text = self.delta_text(new_messages)
+        if ended_with_stop and stop_text and text.startswith(stop_text):
+            # the sampled stop token already closed the turn (<|im_end|>, <|eot_id|>, </s>),
+            # or already opened the next one (GLM's <|observation|>): it is not written twice
+            text = text[len(stop_text) :]
+        return self.encode(text)
+
+    def delta_text(self, new_messages: list[Message]) -> str:
+        """The template's text from the end of an assistant turn's content to the next
+        generation prompt, with `new_messages` in between.
+
+        Rendered after a stand-in conversation and cut right after the stand-in
+        assistant's content: whatever the template does to earlier turns (strip or add
+        think blocks, a date, the tools) happens before the cut and is not in the delta.
+        """
+        prepared = self._prepare(new_messages)
+        reasons = []
+        for stand_in in _STAND_INS:
+            try:
+                text = self._apply(self._prepare(stand_in) + prepared, add_generation_prompt=True)
+            except Exception as exc:  # a template may refuse one stand-in (e.g. no system message)
+                reasons.append(f"{type(exc).__name__}: {exc}")
+                continue
+            if text.count(_MARK) != 1:
+                reasons.append("the stand-in assistant content is not rendered exactly once")
+                continue
+            tail = text[text.index(_MARK) + len(_MARK) :]
+            if any(word in tail for word in _STAND_IN_TEXT):
+                reasons.append("the template repeats earlier turns after the assistant turn")
+                continue
+            return tail
+        raise ValueError(
+            "cannot render new messages after an assistant turn with this chat template "
+            f"({'; '.join(reasons)}); set rollout.chat_template_kwargs or use a template that "
+            "renders each turn once"
+        )
 
 
 def _with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from aworld_train.aworld.agent_spec import AgentSpec, build_agent
 from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
+from aworld_train.protocol import MissingVariable, resolve_env_refs
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
@@ -71,6 +72,8 @@ class Episode:
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
+        self._policy_since: float | None = None  # a policy call in flight since
+        self._started = 0.0
         self._user_turn = 0
 
     # -- ending -------------------------------------------------------------
@@ -107,7 +110,30 @@ class Episode:
 
     def _server_urls(self) -> list[tuple[str, str]]:
         servers = (self.spec.mcp_config.get("mcpServers") or {}).items()
-        return [(n, c["url"]) for n, c in servers if isinstance(c, dict) and c.get("url")]
+        return [(n, _resolved(c["url"])) for n, c in servers if isinstance(c, dict) and c.get("url")]
+
+    async def _tools_missing(self, tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+        """A configured MCP server that gave the agent no tools: (status, error), or None.
+
+        AWorld drops a server that does not answer and the agent goes on without its
+        tools (every call it makes is answered "can not find ... tool"), so this is
+        checked before the first LLM call of an episode, and whenever no tools arrive.
+        """
+        if self.traj.num_turns > 0 and tools:
+            return None
+        configured = [n for n in self.spec.mcp_servers if n in (self.spec.mcp_config.get("mcpServers") or {})]
+        urls = dict(self._server_urls())
+        down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
+        if down:
+            return (
+                "tool_server_down",
+                f"MCP server(s) {', '.join(down)} did not answer: the agent got no tools",
+            )
+        if configured and not tools:
+            names = ", ".join(f"{n!r}" + (f" at {urls[n]}" if n in urls else " (stdio)") for n in configured)
+            status = "error" if all(n in urls for n in configured) else "tool_server_down"
+            return status, f"MCP server(s) {names} listed no tools"
+        return None
 
     # -- the LLM endpoint AWorld calls --------------------------------------
     async def complete(
@@ -130,6 +156,10 @@ class Episode:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ModelResponse:
         self._collect_tool_results(messages)
+        missing = await self._tools_missing(tools)
+        if missing is not None:
+            self._end(*missing)
+            return await self._hold()
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
             self._end("max_turns")
@@ -168,9 +198,12 @@ class Episode:
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
         )
-        started = time.perf_counter()
-        gen = await self.runtime.policy.generate(prompt_ids, sampling)
-        self._policy_s += time.perf_counter() - started
+        self._policy_since = time.perf_counter()
+        try:
+            gen = await self.runtime.policy.generate(prompt_ids, sampling)
+        finally:
+            self._policy_s += time.perf_counter() - self._policy_since
+            self._policy_since = None
         text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
         parsed = parse_tool_calls(text, self.cfg.tool_parser)
         turn = self.traj.num_turns
@@ -223,10 +256,10 @@ class Episode:
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
         install()
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         provider.attach(self.id, self)
         try:
-            await self._run_turns(started + self.cfg.episode_timeout_s)
+            await self._run_turns()
         except Exception as exc:  # the agent or AWorld broke: keep the episode as data
             self._end("error", f"{type(exc).__name__}: {exc}")
         finally:
@@ -237,11 +270,41 @@ class Episode:
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
             "policy_s": round(self._policy_s, 4),
+            "agent_s": round(self._agent_s(time.perf_counter()), 4),
         }
         self._score()
         return self.traj
 
-    async def _run_turns(self, deadline: float) -> None:
+    def _agent_s(self, now: float) -> float:
+        """Time the agent and its tools took: wall time less time waiting for or inside the policy."""
+        in_flight = now - self._policy_since if self._policy_since is not None else 0.0
+        return now - self._started - self._policy_s - in_flight
+
+    async def _wait_turn(self, runner: asyncio.Future, ended: asyncio.Future) -> str | None:
+        """Wait for the turn to finish; the limit it ran past, if any.
+
+        Many episodes share one policy, so time queued for it is not the agent's: the
+        agent clock stops while a policy call is in flight, and only the wall-clock limit
+        counts it. Each wait is at most the agent time left, so a wait never overshoots it.
+        """
+        while True:
+            now = time.perf_counter()
+            wall_left = self._started + self.cfg.episode_wall_timeout_s - now
+            if wall_left <= 0:
+                return f"episode_wall_timeout_s={self.cfg.episode_wall_timeout_s:g} passed"
+            agent_left = self.cfg.episode_timeout_s - self._agent_s(now)
+            if agent_left <= 0:
+                return (
+                    f"episode_timeout_s={self.cfg.episode_timeout_s:g} of agent and tool time passed "
+                    f"(time waiting for or inside the policy, {self._policy_s:.1f}s, not counted)"
+                )
+            done, _ = await asyncio.wait(
+                {runner, ended}, timeout=min(agent_left, wall_left), return_when=asyncio.FIRST_COMPLETED
+            )
+            if done:
+                return None
+
+    async def _run_turns(self) -> None:
         # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
         spec = (
             self.spec.model_copy(update={"system_prompt": self.task.system})
@@ -273,15 +336,12 @@ class Episode:
             self.traj.final_answer = ""
             runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))
             ended = asyncio.ensure_future(self._ended.wait())
-            remaining = max(0.0, deadline - time.perf_counter())
-            done, _ = await asyncio.wait(
-                {runner, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
+            passed = await self._wait_turn(runner, ended)
             ended.cancel()
-            if runner not in done:
+            if passed is not None or not runner.done():
                 runner.cancel()
                 await asyncio.wait({runner}, timeout=5)
-                self._end("timeout", f"episode_timeout_s={self.cfg.episode_timeout_s:g} passed")
+                self._end("timeout", passed)
                 return  # a status set earlier (max_turns, tool_timeout, ...) stays
             response = runner.result()  # raises what the agent raised
             if self._ended.is_set():
@@ -328,6 +388,14 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
                 else message[key]
             )
     return out
+
+
+def _resolved(url: str) -> str:
+    """A URL with its `${VAR}` references resolved, as the agent's MCP client sees it."""
+    try:
+        return resolve_env_refs(url)
+    except MissingVariable:
+        return url
 
 
 async def _reachable(url: str, timeout: float = 2.0) -> bool:

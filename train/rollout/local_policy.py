@@ -178,5 +178,12 @@ def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[Roll
     stops = stop_token_ids(tokenizer)
     policy = LocalPolicy(model, tokenizer, stops, max_batch_size=config.rollout.max_batch_size)
     return RolloutRuntime(
-        policy, ChatRenderer(tokenizer, tool_block=config.rollout.tool_block), stops, config.rollout
+        policy,
+        ChatRenderer(
+            tokenizer,
+            tool_block=config.rollout.tool_block,
+            template_kwargs=config.rollout.chat_template_kwargs,
+        ),
+        stops,
+        config.rollout,
     ), policy

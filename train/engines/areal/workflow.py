@@ -145,7 +145,11 @@ class AWorldWorkflow(RolloutWorkflow):
             gconfig = GenerationHyperparameters(**gconfig)
         self.gconfig = gconfig.new(stop_token_ids=list(self.stop_ids))
         self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
-        self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
+        self.renderer = ChatRenderer(
+            self.tokenizer,
+            tool_block=self.settings.tool_block,
+            template_kwargs=self.settings.chat_template_kwargs,
+        )
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
 

@@ -171,7 +171,11 @@ class AWorldAgentLoop(AgentLoopBase):
         )
         self.settings = RolloutConfig(**settings)
         self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
-        self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
+        self.renderer = ChatRenderer(
+            self.tokenizer,
+            tool_block=self.settings.tool_block,
+            template_kwargs=self.settings.chat_template_kwargs,
+        )
         self.stop_ids = stop_token_ids(self.tokenizer)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:

@@ -1,0 +1,92 @@
+"""The agent's MCP servers answer before any model is loaded (ARCHITECTURE.md invariant 5).
+
+An agent whose server is down gets no tools from AWorld and would train without
+them; a run must refuse that at construction, naming the server, its URL and the fix.
+Servers a run starts itself (`env:`) are not up yet and are skipped here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import Any
+
+from aworld_train.aworld.agent_spec import AgentSpec
+from aworld_train.errors import ToolServerError
+from aworld_train.protocol import ENV_REF, MissingVariable, resolve_env_refs, url_variable
+
+
+def started_by_run(name: str, conf: dict[str, Any], env_names: list[str]) -> bool:
+    """A server the run starts (`env:`), by name or by its `<NAME>_MCP_URL` reference."""
+    url = str(conf.get("url", ""))
+    variables = {m.group(1) for m in ENV_REF.finditer(url)}
+    return name in env_names or any(url_variable(env) in variables for env in env_names)
+
+
+async def list_tools(conf: dict[str, Any], timeout_s: float) -> list[str]:
+    """The tool names one HTTP MCP server lists, with the `mcp` SDK client."""
+    from mcp import ClientSession
+
+    headers = conf.get("headers") or None
+    if conf.get("type") == "sse":
+        from mcp.client.sse import sse_client
+
+        client = sse_client(conf["url"], headers=headers, timeout=timeout_s)
+    else:
+        from mcp.client.streamable_http import streamablehttp_client
+
+        client = streamablehttp_client(conf["url"], headers=headers, timeout=timeout_s)
+
+    async def run() -> list[str]:
+        async with client as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            return [tool.name for tool in (await session.list_tools()).tools]
+
+    return await asyncio.wait_for(run(), timeout_s)
+
+
+def check_mcp_servers(spec: AgentSpec, env_names: list[str], timeout_s: float = 5.0) -> dict[str, list[str]]:
+    """Every HTTP MCP server of the agent whose URL resolves now answers and lists tools.
+
+    Returns the tools each checked server listed; raises ToolServerError otherwise.
+    """
+    servers = (spec.mcp_config.get("mcpServers") or {}).items()
+    listed: dict[str, list[str]] = {}
+    for name, conf in servers:
+        if spec.mcp_servers and name not in spec.mcp_servers:
+            continue
+        if not isinstance(conf, dict) or not conf.get("url") or started_by_run(name, conf, env_names):
+            continue  # stdio servers are started per call by AWorld; env: servers by the run
+        try:
+            resolved = resolve_env_refs(conf)
+        except MissingVariable:
+            continue  # resolved on the worker that runs it
+        url = resolved["url"]
+        fix = (
+            f"start it (e.g. `aworld-train env up {name}` for a built-in server), list it under `env:` "
+            f"so the run starts it, or correct mcp_config.mcpServers.{name}.url"
+        )
+        try:
+            tools = _run(list_tools(resolved, timeout_s))
+        except Exception as exc:
+            while getattr(exc, "exceptions", None):  # anyio's task groups wrap the cause
+                exc = exc.exceptions[0]
+            reason = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            raise ToolServerError(
+                f"MCP server {name!r} at {url} does not answer ({reason}); the agent would run without "
+                f"its tools. Fix: {fix}"
+            ) from None
+        if not tools:
+            raise ToolServerError(f"MCP server {name!r} at {url} answered but lists no tools. Fix: {fix}")
+        listed[name] = tools
+    return listed
+
+
+def _run(coro):
+    """asyncio.run, also from code that already runs an event loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
