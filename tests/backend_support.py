@@ -22,6 +22,8 @@ def trainer_for(tmp_path, config, **kwargs) -> AgentTrainer:
         "run_path": tmp_path / "run",
     }
     args.update(kwargs)
+    if isinstance(config, dict):  # the run starts the calculator: nothing to reach at construction
+        config = {"env": [{"name": "calculator"}], **config}
     return AgentTrainer(config=config, **args)
 
 

@@ -74,6 +74,15 @@ def calculator_server():
     server.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def calculator_url(calculator_server):
+    """Agents built with the calculator's default URL reach this session's server: trainers check
+    their agent's MCP servers at construction (tests of an unreachable server name their own URL)."""
+    os.environ["CALCULATOR_MCP_URL"] = calculator_server.url
+    yield calculator_server.url
+    os.environ.pop("CALCULATOR_MCP_URL", None)
+
+
 @pytest.fixture
 def calculator_spec(calculator_server):
     from aworld_train.agents.calculator import build_agent

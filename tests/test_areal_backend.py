@@ -428,3 +428,53 @@ def test_the_gpu_smoke_script_renders(tmp_path):
     )
     final = _render(trainer).final
     assert final["cluster"]["n_gpus_per_node"] == 1 and final["total_train_steps"] == 1
+    # one GPU shared by the actor and SGLang
+    assert final["actor"]["weight_update_mode"] == "disk" and final["sglang"]["mem_fraction_static"] == 0.4
+    assert final["sglang"]["context_length"] == 8192  # SmolLM2's, not SGLang's 32768
+
+
+# -- launch defects found against AReaL 1.0.4's source ------------------------------------------------
+
+
+def test_every_worker_gets_a_gpu_and_sglang_serves_the_actors_model(tmp_path):
+    """AReaL's scheduler gives a worker CUDA_VISIBLE_DEVICES="" for its default spec (gpu: 0), a spec
+    written in YAML needs its cmd, and SGLang's model_path is empty unless set."""
+    final = _render(trainer_for(tmp_path, {"backend": "areal"})).final
+    assert final["actor"]["scheduling_spec"] == [{"gpu": 1, "cmd": "python -m areal.infra.rpc.rpc_server"}]
+    assert final["rollout"]["scheduling_spec"] == "${actor.scheduling_spec}"
+    assert final["sglang"]["model_path"] == final["actor"]["path"]
+    assert final["actor"]["attn_impl"] == "sdpa" and final["sglang"]["disable_radix_cache"] is False
+    # several GPUs: AReaL's own weight-update default stays
+    assert "weight_update_mode" not in final["actor"]
+
+
+def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
+    """The rendered config recovers automatically: a second run in the same folder without --resume
+    is refused instead of silently continuing."""
+    from aworld_train import preflight
+    from aworld_train.engines.areal import render as areal_render
+
+    run = _render(trainer_for(tmp_path, {"backend": "areal"}))
+    assert (
+        run.final["recover"]["mode"] == "auto" and run.final["recover"]["freq_steps"] == "${saver.freq_steps}"
+    )
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
+    monkeypatch.setattr(
+        areal_render, "command", lambda config_path: (sys.executable, "-c", "print('launched')")
+    )
+    recover = Path(run.final["cluster"]["fileroot"]) / "checkpoints/root/aworld-train/run/recover_info"
+    recover.mkdir(parents=True)
+    with pytest.raises(ConfigError, match="holds AReaL recover data.*pass --resume"):
+        trainer_for(tmp_path, {"backend": "areal"}).train()
+    assert trainer_for(tmp_path, {"backend": "areal"}).train(resume=True)["returncode"] == 0
+
+
+def test_the_workflow_loads_its_files_once_per_process(areal_run):
+    """AReaL builds a workflow object per task: the tokenizer, spec and reward are not loaded again."""
+    from aworld_train.engines.areal import workflow
+
+    workflow_like_areal(areal_run)
+    before = workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses
+    for _ in range(3):
+        workflow_like_areal(areal_run)
+    assert (workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses) == before

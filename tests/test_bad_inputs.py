@@ -145,7 +145,10 @@ def test_bad_input_is_refused_before_any_model_loads(
 ):
     args = {"agent": AGENT, "reward_func": REWARD, "train_dataset": ROWS, "test_dataset": ROWS}
     args["run_path"] = tmp_path / "run"
-    args.update(arguments(tmp_path))
+    given = arguments(tmp_path)
+    # the run starts the agent's calculator server itself (nothing to reach at construction)
+    given["config"] = {"env": [{"name": "calculator"}], **given.get("config", {})}
+    args.update(given)
     with pytest.raises(error, match=message):
         AgentTrainer(**args)
 

@@ -572,3 +572,51 @@ def test_run_checks_before_it_launches(tmp_path, monkeypatch, calculator_server)
         trainer_for(tmp_path, {"backend": "verl"}).train()
     assert "MCP server" not in str(error.value)  # the server answered
     assert not launched.exists()
+
+
+def test_verls_v1_advantages_leave_a_failed_episode_out_of_its_group(verl_run, tokenizer):
+    """Our loop's outputs for one group, one episode failed: verl's own V1 advantage code gives the
+    others exactly the advantages of the group without it."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    def rewarded(score):
+        def reply(prompt_text):
+            return f"The answer is {score}."
+
+        return reply
+
+    def server_lost(_):
+        raise RuntimeError("server lost")
+
+    sessions = {}
+    for session, reply in enumerate([rewarded(3), rewarded(4), server_lost, rewarded(3)]):
+        loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, reply))
+        sessions[session] = asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run)))
+    assert sessions[2] == []  # the failed one: no output at all
+
+    def advantages(outputs: dict[int, list]) -> list[float]:
+        keys = [f"uid0_{s}_{i}" for s, outs in outputs.items() for i in range(len(outs))]
+        rows = [o for outs in outputs.values() for o in outs]
+        width = max(len(o.response_ids) for o in rows)
+        mask = torch.zeros(len(rows), width)
+        scores = torch.zeros(len(rows), width)
+        for r, out in enumerate(rows):
+            mask[r, : len(out.response_mask)] = torch.tensor(out.response_mask, dtype=torch.float)
+            last = max(i for i, m in enumerate(out.response_mask) if m)
+            scores[r, last] = out.reward_score
+        data = DataProto.from_dict(
+            tensors={"response_mask": mask, "token_level_rewards": scores},
+            non_tensors={"uid": np.array(["uid0"] * len(rows), dtype=object)},
+        )
+        out = compute_advantage_for_multi_trajectories(data, keys, AdvantageEstimator.GRPO)
+        first = out.batch["response_mask"].argmax(dim=1)
+        return out.batch["advantages"][torch.arange(len(rows)), first].tolist()
+
+    with_failed = advantages(sessions)
+    without = advantages({s: o for s, o in sessions.items() if s != 2})
+    assert with_failed == pytest.approx(without)
+    assert [o[0].reward_score for s, o in sessions.items() if s != 2] == [1.0, 0.0, 1.0]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GRPO step of the calculator agent on verl, on a machine with one H100/H200.
-# Not part of CI. Needs the package with the verl extra plus verl's GPU stack:
-#   pip install -e ".[verl]" "verl[vllm]==0.9.1"
+# Not part of CI. Needs the package with the verl extra plus verl's GPU stack, then aworld without
+# its deps (its mcp pin clashes with vLLM's pydantic; scripts/gpu/check_installs.sh checks these lines):
+#   pip install -e ".[verl]" "verl[vllm]==0.9.1" && pip install --no-deps aworld==0.3.2
 # The model is a tiny random Llama built from files in scripts/gpu/tiny_model/ (no hub needed);
 # MODEL=/path/to/a/transformers/folder uses another one.
 set -euo pipefail

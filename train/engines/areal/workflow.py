@@ -11,6 +11,8 @@ loss mask (ARCHITECTURE.md invariant 2).
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from typing import Any
 
@@ -123,6 +125,23 @@ def to_areal_batch(
     return {key: value.unsqueeze(0) for key, value in row.items()}
 
 
+# AReaL builds a workflow object for every task it submits (remote_inf_engine.py, _resolve_workflow):
+# what the kwargs name is loaded once per process, not once per task.
+@functools.lru_cache(maxsize=8)
+def _spec(path: str):
+    return load_agent_spec(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(path: str):
+    return load_tokenizer(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _reward(reference: str, kwargs_json: str) -> RewardFunction:
+    return RewardFunction.load(reference, kwargs=json.loads(kwargs_json))
+
+
 class AWorldWorkflow(RolloutWorkflow):
     """Constructed by AReaL from the workflow path and the kwargs in the run's workflow.yaml."""
 
@@ -135,8 +154,8 @@ class AWorldWorkflow(RolloutWorkflow):
         reward: str | None = None,
         reward_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.spec = load_agent_spec(spec_path)
-        self.tokenizer = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        self.spec = _spec(spec_path)
+        self.tokenizer = _tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self.settings = RolloutConfig(**(rollout or {}))
         self.stop_ids = stop_token_ids(self.tokenizer)
         if gconfig is None:
@@ -144,7 +163,7 @@ class AWorldWorkflow(RolloutWorkflow):
         elif isinstance(gconfig, dict):
             gconfig = GenerationHyperparameters(**gconfig)
         self.gconfig = gconfig.new(stop_token_ids=list(self.stop_ids))
-        self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
+        self.reward = _reward(reward, json.dumps(reward_kwargs or {}, sort_keys=True)) if reward else None
         self.renderer = ChatRenderer(
             self.tokenizer,
             tool_block=self.settings.tool_block,
