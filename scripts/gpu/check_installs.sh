@@ -10,7 +10,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 python3 -m venv "$WORK/venv"
 PIP=("$WORK/venv/bin/pip" install --dry-run --quiet --report "$WORK/report.json")
-"$WORK/venv/bin/pip" install -q --upgrade pip uv
+"$WORK/venv/bin/pip" install -q --upgrade pip uv 2>/dev/null
 status=0
 
 summary() {  # the versions a resolution picked, for the lines that matter
@@ -22,8 +22,8 @@ PY
 }
 
 echo "== verl on GPUs: pip install -e '.[verl]' 'verl[vllm]==0.9.1', then aworld --no-deps"
-if "${PIP[@]}" -e ".[verl]" "verl[vllm]==0.9.1"; then echo "  resolves"; summary; else echo "  DOES NOT RESOLVE"; status=1; fi
-if "${PIP[@]}" --no-deps "aworld==0.3.2"; then echo "  aworld 0.3.2 (--no-deps) resolves"; else status=1; fi
+if "${PIP[@]}" -e ".[verl]" "verl[vllm]==0.9.1" 2>"$WORK/pip-verl.log"; then echo "  resolves"; summary; else echo "  DOES NOT RESOLVE"; status=1; fi
+if "${PIP[@]}" --no-deps "aworld==0.3.2" 2>>"$WORK/pip-verl.log"; then echo "  aworld 0.3.2 (--no-deps) resolves"; else status=1; fi
 
 echo "== AReaL on GPUs: scripts/areal/install_gpu_env.sh's lines"
 if "$WORK/venv/bin/uv" pip install --dry-run --python "$WORK/venv/bin/python" \
