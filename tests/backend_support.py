@@ -7,6 +7,7 @@ import json
 import re
 
 from aworld_train import AgentTrainer
+from aworld_train.config import is_native_verl
 
 AGENT = "aworld_train.agents.calculator:build_agent"
 REWARD = "aworld_train.rewards.calculator:exact_answer"
@@ -22,7 +23,7 @@ def trainer_for(tmp_path, config, **kwargs) -> AgentTrainer:
         "run_path": tmp_path / "run",
     }
     args.update(kwargs)
-    if isinstance(config, dict):  # the run starts the calculator: nothing to reach at construction
+    if isinstance(config, dict) and not is_native_verl(config):  # the run starts the calculator
         config = {"env": [{"name": "calculator"}], **config}
     return AgentTrainer(config=config, **args)
 

@@ -51,7 +51,7 @@ def tiny_model_dir(tmp_path_factory, tokenizer):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=2048,
+        max_position_embeddings=8192,
         tie_word_embeddings=True,
         initializer_range=0.5,
         eos_token_id=tokenizer.eos_token_id,

@@ -30,12 +30,20 @@ def test_a_runnable_config_passes(tmp_path):
     assert "ok   MCP server 'calculator'" in out.stdout and "2 of 2 checks passed" in out.stdout
 
 
-def test_an_unreachable_server_and_a_file_as_run_folder_fail_with_their_fix(tmp_path):
-    a_file = tmp_path / "not-a-folder"
-    a_file.write_text("")
+def test_an_unreachable_server_fails_with_its_fix(tmp_path):
     # no env: servers, and the agent's URL points at a port nothing listens on
     closed = f"http://127.0.0.1:{free_port()}/mcp"
-    out = check(CALCULATOR, f"trainer.run_dir={a_file}", "env=[]", env={"CALCULATOR_MCP_URL": closed})
+    out = check(
+        CALCULATOR, f"trainer.run_dir={tmp_path / 'run'}", "env=[]", env={"CALCULATOR_MCP_URL": closed}
+    )
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"FAIL run folder writable: trainer.run_dir='{a_file}' is a file: choose a folder" in out.stdout
-    assert "FAIL MCP server 'calculator'" in out.stdout and "does not answer MCP (ConnectError)" in out.stdout
+    assert f"FAIL inputs: MCP server 'calculator' at {closed} does not answer" in out.stdout
+    assert "env up calculator" in out.stdout
+
+
+def test_a_file_as_run_folder_fails_with_its_fix(tmp_path):
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("")
+    out = check(CALCULATOR, f"trainer.run_dir={a_file}")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"FAIL inputs: trainer.run_dir='{a_file}' is a file: choose a folder" in out.stdout

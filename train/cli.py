@@ -51,9 +51,13 @@ def cmd_render(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from aworld_train.preflight import run_checks
+    from aworld_train.preflight import Check, run_checks
 
-    trainer = _trainer(args)
+    try:
+        trainer = _trainer(args)
+    except AworldTrainError as exc:  # the inputs themselves: config, data, agent, reward, servers
+        print(Check("inputs", False, str(exc)).line())
+        return 2
     checks = run_checks(trainer.run_inputs(), trainer.engine)
     for check in checks:
         print(check.line())

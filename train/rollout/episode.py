@@ -72,7 +72,7 @@ class Episode:
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
-        self._policy_since: float | None = None  # a policy call in flight since
+        self._policy_calls: dict[object, float] = {}  # policy calls in flight, by their start
         self._started = 0.0
         self._user_turn = 0
 
@@ -198,12 +198,13 @@ class Episode:
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
         )
-        self._policy_since = time.perf_counter()
+        call, since = object(), time.perf_counter()
+        self._policy_calls[call] = since  # AWorld may call again before an earlier call returned
         try:
             gen = await self.runtime.policy.generate(prompt_ids, sampling)
         finally:
-            self._policy_s += time.perf_counter() - self._policy_since
-            self._policy_since = None
+            del self._policy_calls[call]
+            self._policy_s += time.perf_counter() - since
         text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
         parsed = parse_tool_calls(text, self.cfg.tool_parser)
         turn = self.traj.num_turns
@@ -277,8 +278,8 @@ class Episode:
 
     def _agent_s(self, now: float) -> float:
         """Time the agent and its tools took: wall time less time waiting for or inside the policy."""
-        in_flight = now - self._policy_since if self._policy_since is not None else 0.0
-        return now - self._started - self._policy_s - in_flight
+        in_flight = now - min(self._policy_calls.values()) if self._policy_calls else 0.0
+        return max(0.0, now - self._started - self._policy_s - in_flight)
 
     async def _wait_turn(self, runner: asyncio.Future, ended: asyncio.Future) -> str | None:
         """Wait for the turn to finish; the limit it ran past, if any.
