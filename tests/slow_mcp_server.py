@@ -1,5 +1,4 @@
-"""A misbehaving MCP server for failure tests: `slow` sleeps, `crash` kills the process,
-`lookup` answers a random number except for a task whose id starts with `hang`: there it hangs.
+"""A misbehaving MCP server for failure tests: `slow` sleeps, `crash` kills the process.
 
 python tests/slow_mcp_server.py PORT    (streamable HTTP)
 python tests/slow_mcp_server.py stdio
@@ -7,12 +6,9 @@ python tests/slow_mcp_server.py stdio
 
 import asyncio
 import os
-import random
 import sys
 
-from mcp.server.fastmcp import Context, FastMCP
-
-from aworld_train.protocol import TASK_HEADER
+from mcp.server.fastmcp import FastMCP
 
 STDIO = sys.argv[1] == "stdio"
 server = FastMCP("slow", host="127.0.0.1", port=0 if STDIO else int(sys.argv[1]))
@@ -29,16 +25,6 @@ async def slow(seconds: float) -> str:
 def crash() -> str:
     """Kill the server process mid-call."""
     os._exit(1)
-
-
-@server.tool()
-async def lookup(ctx: Context) -> str:
-    """Look up this task's number."""
-    request = ctx.request_context.request
-    task = request.headers.get(TASK_HEADER, "") if request is not None else ""
-    if task.startswith("hang"):
-        await asyncio.sleep(3600)
-    return f"{random.random():.4f}"
 
 
 if __name__ == "__main__":
