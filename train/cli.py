@@ -40,7 +40,8 @@ def cmd_render(args) -> int:
     if config.backend != "local":
         run = _trainer(args).render()
         print(run.config_text(), end="")
-        print(f"# run folder: {run.folder}\n# launch: {' '.join(run.command)}", file=sys.stderr)
+        env = "".join(f"{key}={value} " for key, value in run.env.items())
+        print(f"# run folder: {run.folder}\n# launch: {env}{' '.join(run.command)}", file=sys.stderr)
         return 0
     text = _trainer(args).config.render()  # the datasets, reward and agent are checked too
     if args.output:

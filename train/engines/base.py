@@ -51,6 +51,7 @@ class RenderedRun:
     config_path: Path
     command: tuple[str, ...]
     final: Any = None  # the engine's final config object, for inspection
+    env: dict[str, str] = field(default_factory=dict)  # variables the command runs with
 
     def config_text(self) -> str:
         return self.config_path.read_text()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -88,16 +89,22 @@ def fill(
     return out
 
 
-def launch(command: list[str], inputs: RunInputs, log_name: str) -> tuple[int, Path]:
+def launch(
+    command: list[str], inputs: RunInputs, log_name: str, env: dict[str, str] | None = None
+) -> tuple[int, Path]:
     """Run the engine's entry point beside the configured MCP servers, its output streamed
-    to stderr and appended to `<run_dir>/<log_name>`."""
+    to stderr and appended to `<run_dir>/<log_name>`; `env` is added to the environment."""
     from aworld_train.servers import running_envs
 
     log_path = inputs.run_dir / log_name
-    print(f"launching: {' '.join(command)}\nlog: {log_path}", file=sys.stderr)
-    # the engine's workers inherit the servers' <NAME>_MCP_URL
+    prefix = " ".join(f"{key}={value}" for key, value in (env or {}).items())
+    print(f"launching: {prefix + ' ' if prefix else ''}{' '.join(command)}\nlog: {log_path}", file=sys.stderr)
+    # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ)
     with running_envs(inputs.config.env, inputs.run_dir), log_path.open("a") as log:
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        full_env = {**os.environ, **(env or {})}
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+        ) as proc:
             for line in proc.stdout:
                 sys.stderr.write(line)
                 log.write(line)
@@ -110,5 +117,5 @@ def launch_run(
 ) -> dict[str, Any]:
     """Launch a rendered run (with the engine's own resume overrides when resuming); its summary."""
     command = list(run.command) + (resume_overrides if resume else [])
-    returncode, log_path = launch(command, inputs, f"{run.engine}.log")
+    returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env)
     return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

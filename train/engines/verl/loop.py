@@ -189,6 +189,11 @@ class AWorldAgentLoop(AgentLoopBase):
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         # verl's V1 trainer takes every segment and leaves a failed episode out of its group
         # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
-        return to_agent_loop_outputs(
+        outputs = to_agent_loop_outputs(
             traj, fallback, self.response_length, pad, self.settings.train_on_malformed, policy.extra_fields
         )
+        from aworld_train.engines.verl.episodes import report_episode
+
+        # the status reaches verl's step metrics even when the episode gives verl no output
+        await report_episode(kwargs, traj, trained=bool(outputs))
+        return outputs

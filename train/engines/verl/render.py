@@ -20,6 +20,7 @@ import yaml
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
 from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put
 from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
+from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
@@ -79,7 +80,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.model.path", model_path, "model"),
         Derived("actor_rollout_ref.model.override_config.attn_implementation", attention_implementation()),
         Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
-        Derived("actor_rollout_ref.rollout.name", "vllm"),
+        Derived("actor_rollout_ref.rollout.name", "aworld_cpu" if is_cpu_run(cfg) else "vllm"),
         Derived("actor_rollout_ref.rollout.temperature", rollout.temperature, "rollout.temperature"),
         Derived("actor_rollout_ref.rollout.calculate_log_probs", True),
         Derived("actor_rollout_ref.rollout.multi_turn.enable", True),
@@ -116,6 +117,8 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("trainer.project_name", "aworld-train"),
         Derived("trainer.experiment_name", inputs.run_dir.name),
         Derived("trainer.logger", ["console"]),
+        *sampler_derived(cfg),
+        *(cpu_derived(cfg) if is_cpu_run(cfg) else []),
     ]
 
 
@@ -204,6 +207,8 @@ def command(folder: Path, config_path: Path) -> tuple[str, ...]:
         "verl.trainer.main_ppo",
         f"--config-path={folder}",
         f"--config-name={config_path.stem}",
+        # Hydra's own output folder goes into the run folder, not the user's working folder
+        f"hydra.run.dir={folder / 'hydra'}",
     )
 
 
@@ -217,6 +222,9 @@ def render(inputs: RunInputs) -> RenderedRun:
     folder.mkdir(parents=True, exist_ok=True)
     model_path = str(resolve_model_path(cfg.model))
     final = compose(merge_native(inputs, folder, model_path))
+    cpu = is_cpu_run(cfg)
+    if cpu:
+        cpu_extras(final)
     require_v1(final)
     fit_token_budgets(final, inputs)
     validate(final)
@@ -239,4 +247,5 @@ def render(inputs: RunInputs) -> RenderedRun:
     config_path = folder / "verl_config.yaml"
     OmegaConf.save(final, config_path, resolve=False)
     (inputs.run_dir / "config.yaml").write_text(cfg.render())
-    return RenderedRun("verl", folder, config_path, command(folder, config_path), final)
+    env = cpu_env() if cpu else {}
+    return RenderedRun("verl", folder, config_path, command(folder, config_path), final, env)

@@ -1,0 +1,118 @@
+"""verl's own trainer, end to end on a CPU: `aworld-train run` on
+examples/calculator/grpo_verl_cpu.yaml launches verl's `main_ppo` (V1 trainer, FSDP2 actor on
+gloo, the `aworld_cpu` rollout serving our AWorldAgentLoop, the real calculator MCP server) for
+2 GRPO steps. One run, shared by every assertion; a few minutes on 2 cores, hence `slow`.
+
+The random tiny model never answers right, so the run's reward is a dense stand-in
+(tests/verl_cpu_support.py); weight decay is 0 in the example, so weights move only by gradients.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
+
+
+def parse_steps(log: str) -> dict[int, dict[str, float]]:
+    """verl's console logger line per step: `step:N - key:value - key:value ...`."""
+    steps: dict[int, dict[str, float]] = {}
+    for line in log.splitlines():
+        match = STEP_LINE.search(line)
+        if not match:
+            continue
+        metrics = {}
+        for item in match.group(2).split(" - "):
+            key, _, value = item.partition(":")
+            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())
+            try:
+                metrics[key] = float(ast.literal_eval(value))
+            except (ValueError, SyntaxError):
+                continue
+        steps[int(match.group(1))] = metrics
+    return steps
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("verl_cpu")
+    model = tmp / "tiny"
+    subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
+    run_dir = tmp / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "aworld_train.cli",
+        "run",
+        str(ROOT / "examples/calculator/grpo_verl_cpu.yaml"),
+        f"trainer.run_dir={run_dir}",
+        f"model={model}",
+        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
+        f"data.train={ROOT / 'examples/calculator/train.jsonl'}",
+        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
+    ]
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
+    proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=1400)
+    log = proc.stdout + proc.stderr
+    (tmp / "run.log").write_text(log)
+    return {"rc": proc.returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}
+
+
+def test_main_ppo_finishes_two_steps(run):
+    assert run["rc"] == 0, run["log"][-4000:]
+    assert "verl.trainer.main_ppo" in run["log"]  # the same command as a GPU run
+    assert "VERL_PLATFORM=cpu" in run["log"]
+    assert sorted(run["steps"]) == [1, 2]
+    for metrics in run["steps"].values():
+        assert metrics["actor/grad_norm"] > 0  # real gradients reached the FSDP actor
+        assert "timing_s/update_actor" in metrics and "timing_s/update_weights" in metrics
+
+
+def test_weights_after_step_two_differ_from_initial(run):
+    import torch
+    from safetensors.torch import load_file
+
+    shard = run["run_dir"] / "checkpoints/global_step_2/actor/model_world_size_1_rank_0.pt"
+    trained = torch.load(shard, weights_only=False, map_location="cpu")
+    initial = load_file(run["model"] / "model.safetensors")
+    moved = []
+    for name, tensor in trained.items():
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        if name in initial:
+            moved.append(float((local.float() - initial[name].float()).abs().max()))
+    assert len(moved) >= 10
+    assert max(moved) > 0  # weight decay is 0: only gradient steps move them
+
+
+def test_rollout_serves_the_updated_weights(run):
+    for step, metrics in run["steps"].items():
+        # verl compares our rollout's logprobs with its actor's recompute, token by token
+        assert metrics["training/rollout_probs_diff_max"] < 1e-3, (step, metrics)
+        # the replica reports the weight version it served: after step 1, the weights of step 1
+        assert metrics["training/off_policy/trajectory_staleness/max"] == 0
+    assert run["steps"][2]["training/off_policy/trajectory_staleness/min"] == 0
+
+
+def test_reward_and_statuses_in_verls_step_metrics(run):
+    for metrics in run["steps"].values():
+        episodes = metrics["training/aworld/episodes"]
+        assert episodes == 4  # batch 2 x group 2
+        statuses = {k: v for k, v in metrics.items() if k.startswith("training/aworld/status/")}
+        assert sum(statuses.values()) == episodes
+        assert metrics["training/aworld/trained"] + metrics["training/aworld/failed"] == episodes
+        # our reward is verl's score: the dense stand-in varies, so advantages do too
+        assert metrics["training/aworld/reward/mean"] == pytest.approx(metrics["critic/score/mean"], abs=1e-5)
+        assert metrics["critic/advantages/max"] > 0

@@ -1,0 +1,203 @@
+"""The `aworld_cpu` rollout: verl's replica / server / adapter contract, served on CPU.
+
+- `AWorldCPUServer` (a Ray actor): the token-in/token-out `generate` that verl's
+  `LLMServerClient` calls, answered by our batched `LocalPolicy` (concurrent requests
+  are sampled together; logprobs are log_softmax(logits / temperature), the quantity
+  verl's actor recomputes, as vLLM's `processed_logprobs`), plus the control calls verl
+  makes on every server (sleep, wake_up, abort, ...), which have nothing to free on a CPU.
+- `AWorldCPUReplica`: registered in verl's RolloutReplicaRegistry; starts one server actor,
+  named as verl's hybrid adapters look their servers up.
+- `AWorldCPUAdapter`: the hybrid worker's `BaseRollout`. verl's sync trainer hands it the
+  actor's weights after every update (engine_workers.py, `update_weights`); rank 0 loads
+  them into the server, as verl's colocated vLLM/SGLang adapters push theirs to the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from typing import Any
+
+import ray
+import torch
+from verl.workers.rollout import base as rollout_base
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
+
+from aworld_train.rollout.policy import SamplingParams
+
+log = logging.getLogger("aworld_train")
+NAME = "aworld_cpu"
+
+
+def server_name(replica_rank: int) -> str:
+    return f"{NAME}_server_{replica_rank}_0"
+
+
+def sampling_from_vllm(params: dict[str, Any], default_max: int) -> SamplingParams:
+    """vLLM's SamplingParams keys (what verl's agent loops send) as our SamplingParams."""
+    top_k = int(params.get("top_k") or 0)
+    seed = params.get("seed")
+    return SamplingParams(
+        max_new_tokens=max(1, int(params.get("max_tokens") or params.get("max_new_tokens") or default_max)),
+        temperature=float(params.get("temperature", 1.0)),
+        top_p=float(params.get("top_p", 1.0)),
+        top_k=max(0, top_k),  # vLLM's -1 means no top-k, as our 0
+        seed=None if seed is None else int(seed),
+    )
+
+
+class AWorldCPUServer:
+    def __init__(self, model_path: str, prompt_length: int, response_length: int) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from aworld_train.models import load_tokenizer, stop_token_ids
+        from aworld_train.rollout.local_policy import LocalPolicy
+
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        tokenizer = load_tokenizer(model_path)
+        self.stop_ids = set(stop_token_ids(tokenizer))
+        self.policy = LocalPolicy(model, tokenizer, sorted(self.stop_ids))
+        self.max_len = prompt_length + response_length
+        self.response_length = response_length
+        self.global_steps: int | None = None
+        self.weight_loads = 0
+
+    async def generate(
+        self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str | None = None, **_: Any
+    ) -> TokenOutput:
+        unknown = set(sampling_params.get("stop_token_ids") or []) - self.stop_ids
+        if unknown:
+            raise ValueError(
+                f"{NAME}: stop_token_ids {sorted(unknown)} are not the model's stop tokens "
+                f"{sorted(self.stop_ids)}; the CPU rollout stops only at those"
+            )
+        sampling = sampling_from_vllm(sampling_params, self.response_length)
+        room = self.max_len - len(prompt_ids)
+        if room < 1:
+            raise ValueError(f"{NAME}: a prompt of {len(prompt_ids)} tokens leaves no room in {self.max_len}")
+        sampling = dataclasses.replace(sampling, max_new_tokens=min(sampling.max_new_tokens, room))
+        gen = await self.policy.generate(list(prompt_ids), sampling)
+        return TokenOutput(
+            token_ids=list(gen.token_ids),
+            log_probs=list(gen.logprobs) if sampling_params.get("logprobs") else None,
+            stop_reason="completed",
+            num_preempted=0,
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def load_weights(self, named: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
+        loaded = await asyncio.to_thread(self._load, named)
+        self.global_steps = global_steps
+        self.weight_loads += 1
+        return loaded
+
+    def _load(self, named: list[tuple[str, torch.Tensor]]) -> int:
+        model = self.policy.model
+        with self.policy.lock, torch.no_grad():  # never between two tokens of a batch
+            result = model.load_state_dict(dict(named), strict=False)
+        loaded_ptrs = {
+            p.data_ptr() for name, p in model.state_dict().items() if name not in result.missing_keys
+        }
+        # a tied lm_head shares the embedding's storage: loading one loads both
+        missing = [k for k in result.missing_keys if model.state_dict()[k].data_ptr() not in loaded_ptrs]
+        if result.unexpected_keys or missing:
+            raise RuntimeError(
+                f"{NAME}: the actor's weights do not match the rollout model "
+                f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
+            )
+        return len(named)
+
+    async def stats(self) -> dict[str, Any]:
+        return {
+            "global_steps": self.global_steps,
+            "weight_loads": self.weight_loads,
+            "batches": self.policy.batches,
+        }
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    # control calls verl makes on every server; a CPU model has no cache to free or engine to pause
+    async def wake_up(self, tags: list[str] | None = None) -> None: ...
+    async def sleep(self) -> None: ...
+    async def clear_kv_cache(self) -> None: ...
+    async def release_kv_cache(self) -> None: ...
+    async def resume_kv_cache(self) -> None: ...
+    async def wait_for_requests_to_drain(self) -> None: ...
+    async def resume_generation(self) -> None: ...
+    async def start_profile(self, **kwargs: Any) -> None: ...
+    async def stop_profile(self) -> None: ...
+
+    async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict:
+        return {"aborted_count": 0, "request_ids": []}
+
+    def get_server_address(self) -> tuple[str, int]:
+        return ray.util.get_node_ip_address(), 0  # no HTTP endpoint: token-in/token-out over Ray only
+
+
+class AWorldCPUReplica(RolloutReplica):
+    async def launch_servers(self) -> None:
+        if self.world_size != 1:
+            raise ValueError(
+                f"{NAME}: one CPU process per replica; set actor_rollout_ref.rollout.tensor_model_parallel_size, "
+                "data_parallel_size and pipeline_model_parallel_size to 1"
+            )
+        name = server_name(self.replica_rank)
+        if self.is_reward_model or self.is_teacher_model:
+            name = f"{name}_{'reward' if self.is_reward_model else 'teacher'}{self.name_suffix}"
+        # the model config reaches the driver as a DictConfig (HFModelConfig only inside workers)
+        path = getattr(self.model_config, "local_path", None) or self.model_config["path"]
+        server = (
+            ray.remote(AWorldCPUServer)
+            .options(name=name, num_cpus=0, max_concurrency=self.max_concurrency)
+            .remote(str(path), self.config.prompt_length, self.config.response_length)
+        )
+        self.servers = [server]
+        self._server_handle = server
+        address, port = await server.get_server_address.remote()
+        self._server_address = f"{address}:{port}"
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+
+class AWorldCPUAdapter(BaseRollout):
+    """In the hybrid actor worker: rank 0 of each replica loads the trainer's weights into its server."""
+
+    def __init__(self, config, model_config, device_mesh, replica_rank: int = -1, **kwargs: Any) -> None:
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        self.replica_rank = rank if replica_rank == -1 else replica_rank
+        self.is_leader = True  # one process per replica (AWorldCPUReplica refuses more)
+        self._server = None
+
+    def server(self):
+        if self._server is None:
+            self._server = ray.get_actor(server_name(self.replica_rank))
+        return self._server
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    async def update_weights(self, weights, wire_format: str = "named_tensors", **kwargs: Any) -> None:
+        if wire_format != "named_tensors":
+            raise ValueError(f"{NAME}: weight wire format {wire_format!r}; only named_tensors is supported")
+        if kwargs.get("peft_config") is not None:
+            raise ValueError(f"{NAME}: LoRA adapters are not supported; set model.lora.merge=true")
+        # drained on every rank: the generator gathers FSDP shards collectively
+        named = [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in weights]
+        if self.is_leader:
+            await self.server().load_weights.remote(named, kwargs.get("global_steps"))
+
+
+RolloutReplicaRegistry.register(NAME, lambda: AWorldCPUReplica)
+# verl has no registration call for in-worker adapters: its table is a plain dict
+# (verl/workers/rollout/base.py:89, read by get_rollout_class)
+rollout_base._ROLLOUT_REGISTRY[(NAME, "async")] = f"{__name__}.AWorldCPUAdapter"

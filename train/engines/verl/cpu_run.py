@@ -1,0 +1,115 @@
+"""What a verl run on a CPU needs beyond a GPU run: the same render and the same `main_ppo`,
+with the device, the rollout name, a few process counts, and the environment below.
+
+A run is a CPU run when the native section says `trainer.device: cpu` (or names the
+`aworld_cpu` rollout); `verl.trainer.device: cpu` in the YAML is the one switch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aworld_train.engines.native import BLANK, Derived, get
+from aworld_train.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aworld_train.config import TrainConfig
+
+PLUGIN = "aworld_train.engines.verl.cpu"
+ROLLOUT = "aworld_cpu"
+EPISODES_FILE = Path(__file__).with_name("episodes.py")
+
+
+def _native(cfg: TrainConfig, dotted: str) -> Any:
+    value = get(cfg.verl, dotted) if cfg.backend == "verl" else None
+    return None if value in BLANK else value
+
+
+def is_cpu_run(cfg: TrainConfig) -> bool:
+    device = _native(cfg, "trainer.device")
+    rollout = _native(cfg, "actor_rollout_ref.rollout.name")
+    if device == "cpu" and rollout not in (None, ROLLOUT):
+        raise ConfigError(
+            f"verl.actor_rollout_ref.rollout.name={rollout!r} needs an accelerator, but verl.trainer.device=cpu; "
+            f"remove the rollout name (a CPU run uses {ROLLOUT!r}) or the device"
+        )
+    if rollout == ROLLOUT and device not in (None, "cpu"):
+        raise ConfigError(
+            f"verl.actor_rollout_ref.rollout.name={ROLLOUT!r} serves from the CPU, but verl.trainer.device="
+            f"{device!r}; set verl.trainer.device=cpu or choose a GPU rollout (vllm, sglang)"
+        )
+    return device == "cpu" or rollout == ROLLOUT
+
+
+def cpu_derived(cfg: TrainConfig) -> list[Derived]:
+    """verl keys a CPU run fills (a value the user gave still wins)."""
+    return [
+        Derived("trainer.device", "cpu"),
+        Derived("trainer.nnodes", 1),
+        Derived("trainer.n_gpus_per_node", 1),
+        # Ray counts logical CPUs: verl's TransferQueue alone asks one for its controller and
+        # one per storage unit, more than a 2-core machine has; the OS shares the real cores.
+        Derived("ray_kwargs.ray_init.num_cpus", 32),
+        Derived("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1),
+        Derived("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
+        Derived("actor_rollout_ref.rollout.agent.num_workers", 1),
+        Derived("reward.num_workers", 1),
+        Derived("data.dataloader_num_workers", 0),
+        # FSDP1 asks torch for an accelerator when it wraps the model (torch/distributed/fsdp/
+        # _init_utils.py); FSDP2 runs on CPU with gloo. torch.compile would compile for minutes.
+        *(
+            Derived(f"actor_rollout_ref.{role}.{key}", value)
+            for role in ("actor", "ref")
+            for key, value in (
+                ("strategy", "fsdp2"),
+                ("fsdp_config.strategy", "fsdp2"),
+                ("fsdp_config.use_torch_compile", False),
+            )
+        ),
+    ]
+
+
+def cpu_extras(final: Any) -> None:
+    """Keys outside verl's config schema, set on the composed config."""
+    from omegaconf import OmegaConf, open_dict
+
+    with open_dict(final):
+        slots = int(final.trainer.n_gpus_per_node) * int(final.trainer.nnodes)
+        if OmegaConf.select(final, "ray_kwargs.ray_init.num_gpus") is None:
+            # the cpu platform's worker slot is Ray's logical "GPU" (engines/verl/cpu/platform.py)
+            final.ray_kwargs.ray_init.num_gpus = slots
+        override = final.actor_rollout_ref.model.override_config
+        if override.get("attn_implementation") is None:
+            override.attn_implementation = "sdpa"  # verl's default flash attention needs CUDA
+
+
+def cpu_env() -> dict[str, str]:
+    return {
+        # verl imports the plugin in each of its processes (verl/__init__.py); it registers the
+        # cpu platform and the aworld_cpu rollout
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN,
+        "VERL_PLATFORM": "cpu",
+        # verl registers its FSDP engine for cuda and npu only (workers/engine/fsdp/transformer_impl.py:1143);
+        # these pick that registration (workers/engine/base.py:405-408), the engine then runs on the platform's cpu
+        "VERL_ENGINE_DEVICE": "cuda",
+        "VERL_ENGINE_VENDOR": "nvidia",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def sampler_derived(cfg: TrainConfig) -> list[Derived]:
+    """verl's replay buffer with episode statuses in its metrics (engines/verl/episodes.py).
+
+    verl hands a custom sampler none of its DAPO group-filtering or failed-group refill
+    settings, so a run that enables those keeps verl's own replay buffer."""
+    if _native(cfg, "algorithm.filter_groups.enable") or _native(
+        cfg, "trainer.v1.sampler.sync_refill_failed_groups"
+    ):
+        return []
+    mode = _native(cfg, "trainer.v1.trainer_mode") or "sync"
+    name = "EpisodeStatusSampler" if mode == "sync" else "EpisodeStatusSamplerAsync"
+    return [
+        Derived("trainer.v1.sampler.custom_sampler.path", str(EPISODES_FILE)),
+        Derived("trainer.v1.sampler.custom_sampler.name", name),
+    ]
