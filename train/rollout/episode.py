@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from aworld_train.aworld import install, provider
 from aworld_train.aworld.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
+from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_episode, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
 from aworld_train.reward import RewardFunction
@@ -72,6 +72,7 @@ class Episode:
         self._calls_by_id: dict[str, ToolCallRecord] = {}
         self._policy_s = 0.0
         self._user_turn = 0
+        self._agent = None
 
     # -- ending -------------------------------------------------------------
     def _end(self, status: str, error: str | None = None) -> None:
@@ -232,7 +233,7 @@ class Episode:
         finally:
             self._disarm_watchdog()
             provider.detach(self.id)
-            release_session(self.id)
+            await release_episode(self._agent, self.id)
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
@@ -248,7 +249,7 @@ class Episode:
             if self.task.system
             else self.spec
         )
-        agent = build_agent(
+        agent = self._agent = build_agent(
             spec,
             llm={
                 "llm_provider": provider.PROVIDER_NAMES[0],
