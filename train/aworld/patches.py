@@ -184,6 +184,7 @@ async def _close_sandbox(sandbox) -> None:
     """
     manager = _sandbox_manager()
     manager.unregister_sandbox(sandbox.sandbox_id)
+    sandbox._aworld_train_released = True
     servers = getattr(sandbox, "_mcpservers", None)
     prefix = f"{sandbox.sandbox_id}:"
     for key in [k for k in list(manager._registry) if k == sandbox.sandbox_id or k.startswith(prefix)]:
@@ -200,6 +201,42 @@ async def _close_sandbox(sandbox) -> None:
         _closing_workers.add(ctx.worker_task)
         ctx.loop.call_soon_threadsafe(ctx.worker_task.add_done_callback, _closing_workers.discard)
         await _wait_on_loop(ctx.loop, ctx.worker_task, WORKER_STOP_WAIT_S)
+
+
+def _released_sandbox_del(original):
+    def __del__(self) -> None:
+        # A released sandbox has nothing left to close. AWorld's own __del__ would warn for each one
+        # collected inside a running loop, and outside one would open, set and close a new loop.
+        if not getattr(self, "_aworld_train_released", False):
+            original(self)
+
+    __del__._aworld_train_patched = True
+    return __del__
+
+
+def _patch_sandbox_del() -> None:
+    from aworld.sandbox.implementations.sandbox import Sandbox
+
+    if not getattr(Sandbox.__del__, "_aworld_train_patched", False):
+        Sandbox.__del__ = _released_sandbox_del(Sandbox.__del__)
+
+
+def claim_sandbox(agent, task_id: str) -> None:
+    """Mark the agent's sandbox as used by AWorld task `task_id` before the task runs.
+
+    At the end of every task AWorld's runner cleans up the sandbox of every agent it knows of
+    whose `task_list` is empty or holds only that task: without a claim, each episode that ended
+    closed the MCP sessions of all the episodes still running. The claim makes the runner clean
+    up only the sandbox of its own agent.
+    """
+    sandbox = getattr(agent, "sandbox", None)
+    if sandbox is None:
+        return
+    if sandbox.metadata is None:
+        sandbox.metadata = {}
+    task_list = sandbox.metadata.setdefault("task_list", [])
+    if task_id not in task_list:
+        task_list.append(task_id)
 
 
 async def _wait_on_loop(loop, task, timeout: float) -> None:
@@ -233,6 +270,14 @@ def _forget_session_state(session_id: str, task_ids: set[str]) -> None:
                 del storage._session_nodes[sid]
                 if sid in storage._ordered_session_ids:
                     storage._ordered_session_ids.remove(sid)
+    # every tool AWorld makes registers itself, by name, in one process-wide executor: the last
+    # episode's tool (and through its context the whole episode) stayed there
+    from aworld.core.tool import base as tool_base
+
+    tools = tool_base.action_executor.tools
+    for name, tool in list(tools.items()):
+        if getattr(getattr(tool, "context", None), "task_id", None) in task_ids:
+            tools.pop(name, None)
     for bus in _eventbuses():
         for task_id in task_ids:
             bus._message_queue.pop(task_id, None)
@@ -294,5 +339,6 @@ def apply() -> None:
     _patch_token_counters()
     _patch_message_wait()
     _use_in_memory_history()
+    _patch_sandbox_del()
     _quiet_loggers()
     _applied = True

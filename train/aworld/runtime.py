@@ -109,6 +109,7 @@ async def run_turn(agent, text: str, session_id: str):
     record = _turns.setdefault(session_id, {"tasks": set(), "runner": None})
     record["tasks"].add(task.id)
     record["runner"] = asyncio.current_task()
+    patches.claim_sandbox(agent, task.id)
     return (await Runners.run_task(task))[task.id]
 
 

@@ -231,6 +231,7 @@ class Episode:
         except Exception as exc:  # the agent or AWorld broke: keep the episode as data
             self._end("error", f"{type(exc).__name__}: {exc}")
         finally:
+            self._ended.set()  # a cancelled episode's turn watcher must not outlive it
             self._disarm_watchdog()
             provider.detach(self.id)
             await release_episode(self._agent, self.id)
