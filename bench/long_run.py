@@ -106,7 +106,10 @@ def main() -> None:
         keep_registries()
     cleanups = count_cleanups()
     tokenizer = load_tokenizer("embedded:smollm2-135m")
-    settings = RolloutConfig(tool_block="never", concurrency=args.concurrency, episode_timeout_s=600)
+    # generous tool and episode limits: a loaded machine must not turn slow calls into failed episodes
+    settings = RolloutConfig(
+        tool_block="never", concurrency=args.concurrency, episode_timeout_s=600, tool_timeout_s=300
+    )
     runtime = RolloutRuntime(
         fake_policy(tokenizer, args.latency),
         ChatRenderer(tokenizer, tool_block="never"),
