@@ -25,4 +25,7 @@ def test_install_applies_the_patches_and_registers_the_provider():
     from aworld_train.aworld.provider import PROVIDER_NAMES, AworldTrainProvider
 
     assert MessageFuture._wait_internal is patches._wait_for_node
+    from aworld.sandbox.implementations.sandbox import Sandbox
+
+    assert Sandbox.__del__._aworld_train_patched  # released sandboxes skip AWorld's own __del__
     assert all(PROVIDER_CLASSES[name] is AworldTrainProvider for name in PROVIDER_NAMES)

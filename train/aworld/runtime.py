@@ -7,9 +7,11 @@ AWorld is in `patches.py`, applied by `aworld_train.aworld.install()`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
+from aworld_train.aworld import patches
 from aworld_train.paths import cache_dir
 from aworld_train.protocol import TURN_HEADER
 
@@ -23,6 +25,7 @@ from aworld.core.agent.swarm import Swarm  # noqa: E402
 from aworld.core.context.amni import AmniConfigFactory  # noqa: E402
 from aworld.core.llm_provider import LLMProviderBase  # noqa: E402
 from aworld.core.task import Task as AworldTask  # noqa: E402
+from aworld.memory.main import MemoryFactory  # noqa: E402
 from aworld.models.llm import register_llm_provider  # noqa: E402
 from aworld.models.model_response import Function, ModelResponse, ToolCall  # noqa: E402
 from aworld.models.openai_message_sanitizer import sanitize_openai_messages  # noqa: E402
@@ -31,11 +34,42 @@ from aworld.runner import Runners  # noqa: E402
 
 def release_session(session_id: str) -> None:
     """Forget the history of one finished episode."""
-    from aworld.memory.main import MemoryFactory
-
     store = MemoryFactory.instance().memory_store
     if hasattr(store, "purge_session"):
         store.purge_session(session_id)
+
+
+# session id -> what its turns made that AWorld keys by something else: the AWorld task ids
+# (event queues) and the asyncio task running the turn (cancelled if the episode was).
+_turns: dict[str, dict] = {}
+
+
+async def release_episode(agent, session_id: str) -> None:
+    """Leave nothing of a finished episode behind, whatever way it ended.
+
+    A turn still running (the episode timed out or was cancelled) is cancelled first; then the
+    agent, its sandbox and MCP sessions, its state nodes, event queues and history go.
+    """
+    record = _turns.pop(session_id, None) or {"tasks": set(), "runner": None}
+    runner = record["runner"]
+    if runner is not None and runner is not asyncio.current_task() and not runner.done():
+        runner.cancel()
+        await asyncio.wait({runner}, timeout=patches.RELEASE_TIMEOUT_S)
+    try:
+        await patches.release_episode_state(agent, session_id, record["tasks"])
+    finally:
+        release_session(session_id)
+
+
+def registry_sizes() -> dict[str, int]:
+    """Entries in AWorld's process-wide registries and our own per-episode tables, now."""
+    store = MemoryFactory.instance().memory_store
+    items = getattr(store, "memory_items", None)
+    return {
+        **patches.registry_sizes(),
+        "history_items": len(items) if items is not None else 0,
+        "tracked_sessions": len(_turns),
+    }
 
 
 def set_turn(agent, turn: int) -> None:
@@ -72,6 +106,10 @@ async def run_turn(agent, text: str, session_id: str):
     task = AworldTask(
         input=text, swarm=swarm, event_driven=swarm.event_driven, session_id=session_id, context_config=config
     )
+    record = _turns.setdefault(session_id, {"tasks": set(), "runner": None})
+    record["tasks"].add(task.id)
+    record["runner"] = asyncio.current_task()
+    patches.claim_sandbox(agent, task.id)
     return (await Runners.run_task(task))[task.id]
 
 
@@ -84,6 +122,8 @@ __all__ = [
     "Runners",
     "ToolCall",
     "register_llm_provider",
+    "registry_sizes",
+    "release_episode",
     "release_session",
     "run_turn",
     "set_turn",

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from aworld_train.aworld import install, provider
 from aworld_train.aworld.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
+from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_episode, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
 from aworld_train.protocol import MissingVariable, resolve_env_refs
@@ -75,6 +75,7 @@ class Episode:
         self._policy_calls: dict[object, float] = {}  # policy calls in flight, by their start
         self._started = 0.0
         self._user_turn = 0
+        self._agent = None
 
     # -- ending -------------------------------------------------------------
     def _end(self, status: str, error: str | None = None) -> None:
@@ -264,9 +265,10 @@ class Episode:
         except Exception as exc:  # the agent or AWorld broke: keep the episode as data
             self._end("error", f"{type(exc).__name__}: {exc}")
         finally:
+            self._ended.set()  # a cancelled episode's turn watcher must not outlive it
             self._disarm_watchdog()
             provider.detach(self.id)
-            release_session(self.id)
+            await release_episode(self._agent, self.id)
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
@@ -312,7 +314,7 @@ class Episode:
             if self.task.system
             else self.spec
         )
-        agent = build_agent(
+        agent = self._agent = build_agent(
             spec,
             llm={
                 "llm_provider": provider.PROVIDER_NAMES[0],
