@@ -21,9 +21,11 @@ a disk quota, checked while the code runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -370,20 +372,25 @@ class Sandbox:
             start_new_session=True,
         )  # fmt: skip
         out, err = _Clipped(limits.output_chars), _Clipped(limits.output_chars)
+        readers = asyncio.gather(out.drain(process.stdout), err.drain(process.stderr))
         stopped = ""
         try:
-            process.stdin.write(code.encode("utf-8"))
-            await process.stdin.drain()
-            process.stdin.close()
-            readers = asyncio.gather(out.drain(process.stdout), err.drain(process.stderr), process.wait())
-            stopped = await self._watch(readers, folder, limits)
-        except (BrokenPipeError, ConnectionResetError):
-            await process.wait()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                process.stdin.write(code.encode("utf-8"))
+                await process.stdin.drain()
+                process.stdin.close()
+            stopped = await self._watch(process, folder, limits)
         finally:
-            if process.returncode is None:
-                with_suppress_kill(process.pid)
-                await process.wait()
+            # The call ends with its main process: whatever it left running goes too, and a
+            # daemon that kept the output pipes open no longer holds the answer back.
+            with_suppress_kill(process.pid)
             await self._end_call(uid)
+            if process.returncode is None:
+                await process.wait()
+            try:
+                await asyncio.wait_for(readers, 2.0)
+            except asyncio.TimeoutError:
+                pass
         if stopped == "disk":
             removed = _remove_written_since(folder, started)
             return (
@@ -399,21 +406,23 @@ class Sandbox:
             return f"exit code {process.returncode}\n{stdout}\n[stderr]\n{stderr}".strip()
         return (stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")) or "(no output; use print)"
 
-    async def _watch(self, readers: asyncio.Future, folder: Path, limits: Limits, every_s: float = 0.1) -> str:
-        """'' when the call ends by itself, 'time' or 'disk' when it is stopped for a limit."""
-        deadline = asyncio.get_running_loop().time() + limits.timeout_s
+    async def _watch(self, process, folder: Path, limits: Limits, every_s: float = 0.02) -> str:
+        """'' when the call ends by itself, 'time' or 'disk' when it is stopped for a limit.
+
+        Polls the exit status: `Process.wait()` also waits for the output pipes, which a
+        daemon the code left behind may hold open."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.timeout_s
         quota = limits.disk_mb * 1024 * 1024
-        while True:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                readers.cancel()
+        for tick in itertools.count():
+            if process.returncode is not None:
+                return "disk" if disk_usage(folder) > quota else ""
+            if loop.time() >= deadline:
                 return "time"
-            done, _ = await asyncio.wait({readers}, timeout=min(every_s, left))
-            if done:
-                return ""
-            if await asyncio.to_thread(disk_usage, folder) > quota:
-                readers.cancel()
+            if tick % 5 == 4 and await asyncio.to_thread(disk_usage, folder) > quota:
                 return "disk"
+            await asyncio.sleep(every_s)
+        return ""
 
     async def _end_call(self, uid: int | None) -> None:
         """No process of the call outlives it: bwrap's pid namespace ends with it; in uid
