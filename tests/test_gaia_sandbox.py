@@ -199,7 +199,10 @@ except OSError as exc:
 
 def test_the_disk_quota_stops_a_large_write_and_removes_it(box):
     started = time.monotonic()
-    out = box.run("disk", "chunk = b'x' * 2**20\nwith open('big.bin', 'wb') as f:\n    for _ in range(2048):\n        f.write(chunk)")
+    out = box.run(
+        "disk",
+        "chunk = b'x' * 2**20\nwith open('big.bin', 'wb') as f:\n    for _ in range(2048):\n        f.write(chunk)",
+    )
     assert "disk quota" in out or "File size limit" in out or "exit code" in out, out
     folder, _ = box.workspaces.folder("disk")
     assert sb.disk_usage(folder) <= 64 * 2**20

@@ -5,19 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from aworld_train.agent_spec import EPISODE_HEADER
 from aworld_train.env.gaia.settings import ToolServer
-from aworld_train.env.launcher import RunningServer, spawn_server, wait_until_listening
+from aworld_train.env.launcher import RunningServer, _die_with_parent, free_port, wait_until_listening
+
+# Servers the gateway runs answer statelessly in plain JSON: an episode's session to them is
+# then two requests to open and one per call, with no standing stream or server-side state
+# (episodes are told apart by the X-Episode-Id header, not by MCP session).
+RUN_ENV = {"FASTMCP_STATELESS_HTTP": "true", "FASTMCP_JSON_RESPONSE": "true", "PYTHONUNBUFFERED": "1"}
 
 log = logging.getLogger("aworld_train.gaia.gateway")
 
@@ -29,10 +36,19 @@ class BackendDown(RuntimeError):
 class Backend:
     """One configured tool server: starts it (for `run`), restarts it, opens sessions to it."""
 
-    def __init__(self, name: str, config: ToolServer, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, name: str, config: ToolServer, log_dir: Path | None = None, extra_env: dict[str, str] | None = None,
+        max_connections: int = 128,
+    ) -> None:  # fmt: skip
         self.name = name
         self.config = config
         self.log_dir = log_dir
+        self.extra_env = extra_env or {}
+        # One pooled HTTP client for all of this backend's sessions (a client each costs ~1 MB).
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self.http = httpx.AsyncClient(
+            limits=limits, timeout=httpx.Timeout(30.0, read=None), follow_redirects=True
+        )
         self.status = "starting"
         self.reason = ""
         self.restarts = 0
@@ -51,10 +67,26 @@ class Backend:
 
     async def _spawn(self) -> None:
         log_path = self.log_dir / f"{self.name}.log" if self.log_dir else None
+        port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "aworld_train.env",
+            self.config.run,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ]
+        log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the process
         # Spawned from the event loop's thread, which lives as long as the gateway: the
         # child's parent-death signal follows the spawning thread, not the process.
-        process = spawn_server(self.config.run, log_path=log_path, env=self.config.env, die_with_parent=True)
-        self._process = await asyncio.to_thread(wait_until_listening, process)
+        process = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=self.config.child_env({**RUN_ENV, **self.extra_env}),
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )  # fmt: skip
+        server = RunningServer(self.config.run, "127.0.0.1", port, process, log_path)
+        self._process = await asyncio.to_thread(wait_until_listening, server, 120.0)
 
     def alive(self) -> bool:
         return self._process is None or self._process.alive()
@@ -95,18 +127,40 @@ class Backend:
         if self.config.kind == "command":
             params = StdioServerParameters(
                 command=self.config.command, args=self.config.args,
-                env={**os.environ, **self.config.env, "AWORLD_TRAIN_EPISODE_ID": episode},
+                env=self.config.child_env({"AWORLD_TRAIN_EPISODE_ID": episode}),
             )  # fmt: skip
             async with stdio_client(params) as (read, write):
                 yield read, write
         else:
             headers = {**self.config.headers, EPISODE_HEADER: episode}
-            async with streamablehttp_client(self.url, headers=headers) as (read, write, _):
+            borrowed = _Borrowed(self.http)
+            async with streamablehttp_client(self.url, headers=headers, httpx_client_factory=borrowed) as (
+                read, write, _,
+            ):  # fmt: skip
                 yield read, write
 
     async def stop(self) -> None:
         if self._process is not None:
             await asyncio.to_thread(self._process.stop, 3.0)
+        await self.http.aclose()
+
+
+class _Borrowed:
+    """An `httpx_client_factory` for the MCP client that lends the backend's pooled client
+    instead of making one per session; leaving the session does not close it (every
+    request carries its own headers, so the shared client holds none)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    def __call__(self, headers=None, timeout=None, auth=None) -> _Borrowed:
+        return self
+
+    async def __aenter__(self) -> httpx.AsyncClient:
+        return self.client
+
+    async def __aexit__(self, *exc) -> None:
+        return None
 
 
 class BackendSession:

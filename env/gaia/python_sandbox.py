@@ -84,6 +84,10 @@ def _workspace_root() -> tuple[Path, str]:
     """The gateway's root and salt, or a private root that goes when this process does."""
     root, salt = os.environ.get(ROOT_ENV), os.environ.get(SALT_ENV)
     if root and salt:
+        parent = os.getppid()
+        # The gateway removes its root when it stops; if it was killed outright, this
+        # server (ended by its parent-death signal) removes it. A restart keeps it.
+        atexit.register(lambda: os.getppid() != parent and shutil.rmtree(root, ignore_errors=True))
         return Path(root), salt
     private = Path(tempfile.mkdtemp(prefix="gaia-sandbox-"))
     atexit.register(shutil.rmtree, private, True)

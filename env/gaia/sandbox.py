@@ -151,7 +151,9 @@ def choose_mode(requested: str | None = None, bwrap: str | None = "", root: bool
     `bwrap` (its path, None for none) and `root` default to what this machine has."""
     requested = (requested or os.environ.get(MODE_ENV) or "auto").strip()
     if requested not in MODES:
-        raise SandboxUnavailable(f"{MODE_ENV}={requested!r} is not a sandbox mode; use one of {', '.join(MODES)}")
+        raise SandboxUnavailable(
+            f"{MODE_ENV}={requested!r} is not a sandbox mode; use one of {', '.join(MODES)}"
+        )
     if requested == "unsandboxed":
         return requested
     seccomp_program()  # raises on an architecture without a filter
@@ -261,7 +263,9 @@ class Workspaces:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o711)  # uids may enter their own folder but not list the others
         self._folders: OrderedDict[str, tuple[Path, int | None]] = OrderedDict()
-        self._used = {p.stat().st_uid for p in self.root.iterdir() if p.is_dir()} if per_episode_uid else set()
+        self._used = (
+            {p.stat().st_uid for p in self.root.iterdir() if p.is_dir()} if per_episode_uid else set()
+        )
 
     def name(self, episode: str) -> str:
         return folder_name(self.salt, episode)
@@ -347,7 +351,15 @@ class Sandbox:
         mounts += ["--bind", str(folder), str(folder)]
         if self.files_dir is not None:
             mounts += ["--ro-bind", str(self.files_dir), str(self.files_dir)]
-        return [shutil.which("bwrap") or "bwrap", *_namespace_flags(), *mounts, "--chdir", str(folder), "--", *python]
+        return [
+            shutil.which("bwrap") or "bwrap",
+            *_namespace_flags(),
+            *mounts,
+            "--chdir",
+            str(folder),
+            "--",
+            *python,
+        ]
 
     def env(self, folder: Path) -> dict[str, str]:
         env = {
@@ -403,6 +415,8 @@ class Sandbox:
         if process.returncode != 0:
             if process.returncode in (-signal.SIGKILL, -signal.SIGXCPU) or "MemoryError" in stderr:
                 stderr += f"\n[stopped: limits are {limits.timeout_s:g}s and {limits.memory_mb} MB]"
+            elif "socket" in stderr and "Permission denied" in stderr:
+                stderr += "\n[network access is disabled in this sandbox]"
             return f"exit code {process.returncode}\n{stdout}\n[stderr]\n{stderr}".strip()
         return (stdout + (f"\n[stderr]\n{stderr}" if stderr.strip() else "")) or "(no output; use print)"
 
