@@ -110,6 +110,26 @@ async def run_round(url: str, base: str, count: int, tag: str) -> tuple[list[flo
     return times, problems
 
 
+async def measured_round(url: str, base: str, count: int, pid: int) -> tuple[list[float], list[str], float]:
+    """A round, with the gateway's peak RSS sampled while it runs."""
+    peak = proc_stats(pid)["rss"]
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, proc_stats(pid)["rss"])
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        times, problems = await run_round(url, base, count, f"r{count}")
+    finally:
+        done.set()
+        await watcher
+    return times, problems, peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, nargs="+", default=[128, 256, 512, 1024])
@@ -136,24 +156,7 @@ def main() -> None:
     try:
         for count in args.episodes:
             before = proc_stats(pid)
-            peak = before["rss"]
-            done = asyncio.Event()
-
-            async def watch() -> None:
-                nonlocal peak
-                while not done.is_set():
-                    peak = max(peak, proc_stats(pid)["rss"])
-                    await asyncio.sleep(0.5)
-
-            async def go() -> tuple[list[float], list[str]]:
-                watcher = asyncio.create_task(watch())
-                try:
-                    return await run_round(gateway.url, base, count, f"r{count}")
-                finally:
-                    done.set()
-                    await watcher
-
-            times, problems = asyncio.run(go())
+            times, problems, peak = asyncio.run(measured_round(gateway.url, base, count, pid))
             time.sleep(args.settle_s)
             after = proc_stats(pid)
             failed = sum(p.startswith("failed") for p in problems)
@@ -173,7 +176,7 @@ def main() -> None:
         print(f"after all rounds: {health['sessions']} sessions open, {health['episodes']} episodes")
     finally:
         gateway.stop()
-    left = [p for p in descendants(pid)]
+    left = descendants(pid)
     print(f"after stop: gateway exited {gateway.process.returncode}, {len(left)} of its processes left")
     sys.exit(0)
 
