@@ -38,7 +38,7 @@ class Backend:
 
     def __init__(
         self, name: str, config: ToolServer, log_dir: Path | None = None, extra_env: dict[str, str] | None = None,
-        max_connections: int = 128,
+        max_connections: int = 32,
     ) -> None:  # fmt: skip
         self.name = name
         self.config = config

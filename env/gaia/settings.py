@@ -73,7 +73,7 @@ class GatewaySettings(BaseModel):
     max_sessions: int = Field(
         8192, ge=1, description="open backend sessions; past it new episodes are told busy"
     )
-    max_connections: int = Field(128, ge=1, description="pooled HTTP connections to each backend")
+    max_connections: int = Field(32, ge=1, description="pooled HTTP connections to each backend")
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host values accepted besides loopback ones (DNS-rebinding guard), e.g. 'gaia.internal:*'",
