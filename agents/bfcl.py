@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from aworld_train.agents.mcp_config import env_url, streamable_http
+from aworld_train.protocol import url_variable
 
-URL_VARIABLE = "BFCL_MCP_URL"
+URL_VARIABLE = url_variable("bfcl")
 DEFAULT_URL = "http://127.0.0.1:8766/mcp"
 
 SYSTEM_PROMPT = (
@@ -20,7 +21,7 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    from aworld_train.aworld_runtime import Agent, AgentConfig
+    from aworld_train.aworld.runtime import Agent, AgentConfig
 
     return Agent(
         name="bfcl_agent",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from aworld_train.agents.mcp_config import env_url, streamable_http
+from aworld_train.protocol import url_variable
 
-URL_VARIABLE = "CALCULATOR_MCP_URL"
+URL_VARIABLE = url_variable("calculator")
 DEFAULT_URL = "http://127.0.0.1:8765/mcp"
 
 SYSTEM_PROMPT = (
@@ -42,7 +43,7 @@ def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    from aworld_train.aworld_runtime import Agent, AgentConfig
+    from aworld_train.aworld.runtime import Agent, AgentConfig
 
     agent = Agent(
         name="calculator_agent",

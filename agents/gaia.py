@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aworld_train.env.gaia.client import GATEWAY_NAME, get_agent_tool_env_and_servers
+from aworld_train.agents.gaia_client import GATEWAY_NAME, get_agent_tool_env_and_servers
 
 SYSTEM_PROMPT = """You are a general assistant that answers questions with tools.
 Think step by step. Use the tools to read attached files, run Python, calculate, and search.
@@ -20,7 +20,7 @@ def build_agent(
     provider: str = "verl",
 ):
     """The GAIA agent over the gateway at `url` (see `get_agent_tool_env_and_servers`)."""
-    from aworld_train.aworld_runtime import Agent, AgentConfig
+    from aworld_train.aworld.runtime import Agent, AgentConfig
 
     mcp_config, _ = get_agent_tool_env_and_servers(url, servers, authorization)
     return Agent(

@@ -18,9 +18,9 @@ import json
 import time
 
 from aworld_train.env.bfcl import catalog
-from aworld_train.env.bfcl.replay import bfcl_results, replay
 from aworld_train.env.launcher import start_server
 from aworld_train.rewards.bfcl import checker, official_check
+from aworld_train.rewards.bfcl_replay import bfcl_results, replay
 
 
 async def check_entry(url: str, entry_id: str) -> dict:

@@ -61,11 +61,11 @@ def run_ours(args) -> dict:
     import torch
 
     from aworld_train.config import AlgorithmConfig
-    from aworld_train.learner import GRPOLearner, build_samples
-    from aworld_train.local_policy import LocalPolicy
+    from aworld_train.engines.local.learner import GRPOLearner, build_samples
     from aworld_train.models import load_model, load_tokenizer
-    from aworld_train.policy import SamplingParams
-    from aworld_train.single_turn import sample_groups
+    from aworld_train.rollout.local_policy import LocalPolicy
+    from aworld_train.rollout.policy import SamplingParams
+    from aworld_train.rollout.single_turn import sample_groups
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, dtype=torch.float32)

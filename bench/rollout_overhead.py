@@ -64,7 +64,7 @@ class FakeServer:
 
 
 def verl_config(max_response: int = 512):
-    from aworld_train.backends.verl import verl_defaults
+    from aworld_train.engines.verl.render import verl_defaults
 
     return verl_defaults(
         [
@@ -115,12 +115,12 @@ async def run_verl(tokenizer, server, cfg, tools, n: int, concurrency: int) -> f
 
 
 async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
-    from aworld_train.backends.verl_loop import VerlServerPolicy
-    from aworld_train.chat import ChatRenderer
     from aworld_train.config import RolloutConfig
-    from aworld_train.episode import Episode, RolloutRuntime
+    from aworld_train.engines.verl.loop import VerlServerPolicy
     from aworld_train.models import stop_token_ids
-    from aworld_train.trajectory import Task
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.episode import Episode, RolloutRuntime
+    from aworld_train.rollout.trajectory import Task
 
     renderer = ChatRenderer(tokenizer, tool_block="never")
     settings = RolloutConfig(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
@@ -153,8 +153,8 @@ def main() -> None:
 
     from verl.tools.tool_registry import load_all_tools
 
-    from aworld_train.agent_spec import load_agent_spec
     from aworld_train.agents.calculator import build_agent
+    from aworld_train.aworld.agent_spec import load_agent_spec
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer
 

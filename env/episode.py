@@ -1,10 +1,10 @@
-"""The episode id a tool server keys its state by (DESIGN invariant 3)."""
+"""The episode id a tool server keys its state by (ARCHITECTURE.md invariant 3)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aworld_train.agent_spec import EPISODE_HEADER
+from aworld_train.protocol import EPISODE_HEADER
 
 
 def episode_of(ctx: Any) -> str:

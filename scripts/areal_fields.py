@@ -1,4 +1,4 @@
-"""Write train/backends/areal_fields.json: the key tree of AReaL's GRPOConfig.
+"""Write train/engines/areal/fields.json: the key tree of AReaL's GRPOConfig.
 
 AReaL cannot share an environment with our pins (see README, "The AReaL backend"), so the
 renderer checks native `areal:` keys against this tree instead of importing
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = "GRPOConfig"
-OUT = Path(__file__).resolve().parents[1] / "train" / "backends" / "areal_fields.json"
+OUT = Path(__file__).resolve().parents[1] / "train" / "engines" / "areal" / "fields.json"
 
 
 def dataclasses_of(tree: ast.Module) -> dict[str, ast.ClassDef]:

@@ -76,16 +76,16 @@ def calculator_server():
 
 @pytest.fixture
 def calculator_spec(calculator_server):
-    from aworld_train.agent_spec import load_agent_spec
     from aworld_train.agents.calculator import build_agent
+    from aworld_train.aworld.agent_spec import load_agent_spec
 
     return load_agent_spec(build_agent(url=calculator_server.url))
 
 
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
-    from aworld_train.chat import ChatRenderer
-    from aworld_train.episode import RolloutRuntime
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.episode import RolloutRuntime
 
     def make(policy, **rollout):
         rollout.setdefault("tool_block", "never")

@@ -1,7 +1,8 @@
 import pytest
 import yaml
 
-from aworld_train.agent_spec import (
+from aworld_train.agents.calculator import build_agent as calculator_agent
+from aworld_train.aworld.agent_spec import (
     AgentSpec,
     build_agent,
     load_agent_spec,
@@ -9,12 +10,11 @@ from aworld_train.agent_spec import (
     resolve_env_refs,
     spec_from_agent,
 )
-from aworld_train.agents.calculator import build_agent as calculator_agent
 from aworld_train.errors import AgentSpecError
 
 
 def gaia_style_agent(token: str):
-    from aworld_train.aworld_runtime import Agent, AgentConfig
+    from aworld_train.aworld.runtime import Agent, AgentConfig
 
     mcp = {
         "mcpServers": {

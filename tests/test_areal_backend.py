@@ -28,10 +28,16 @@ from areal.api.workflow_api import RolloutWorkflow  # noqa: E402
 from backend_support import REWARD, ROWS, calculator_reply, trainer_for  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
-from aworld_train.backends.areal import areal_fields, derived_values, render  # noqa: E402
+from aworld_train.engines.areal.render import areal_fields, derived_values  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
+from aworld_train.rollout.codec import TASK_FIELD, task_from_json  # noqa: E402
 
 BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
+
+
+def _render(trainer):
+    """The engine's run folder, written through the facade as `aworld-train render` does."""
+    return trainer.render()
 
 
 def get(tree, dotted):
@@ -65,8 +71,6 @@ def test_areal_names_match_its_source():
 
 def test_calculator_example_renders_for_verl_and_areal_with_only_the_backend_key_changed(tmp_path):
     pytest.importorskip("verl")
-    from aworld_train.backends import verl
-
     verl_yaml = yaml.safe_load((ROOT / "examples/calculator/grpo_verl.yaml").read_text())
     areal_yaml = yaml.safe_load((ROOT / "examples/calculator/grpo_areal.yaml").read_text())
     assert areal_yaml.pop("backend") == "areal" and verl_yaml.pop("backend") == "verl"
@@ -82,8 +86,8 @@ def test_calculator_example_renders_for_verl_and_areal_with_only_the_backend_key
     assert on_areal.spec.model_dump() == on_verl.spec.model_dump()
     assert on_areal.reward.reference == on_verl.reward.reference
     assert on_areal.train_tasks == on_verl.train_tasks and len(on_areal.train_tasks) > 0
-    v = verl.render(on_verl).final
-    a = render(on_areal).final
+    v = on_verl.render().final
+    a = on_areal.render().final
     assert a["actor"]["path"] == v.actor_rollout_ref.model.path
     assert a["gconfig"]["n_samples"] == v.actor_rollout_ref.rollout.n == 4
     assert a["actor"]["optimizer"]["lr"] == v.actor_rollout_ref.actor.optim.lr == 2.0e-5
@@ -131,7 +135,7 @@ COMMON = [
 @pytest.mark.parametrize(("override", "key", "expected"), COMMON)
 def test_every_common_key_is_translated(tmp_path, override, key, expected):
     overrides = [override] + (["data.batch_size=2"] if key == "total_train_epochs" else [])
-    final = render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides)).final
+    final = _render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides)).final
     assert (
         get(final, key) == pytest.approx(expected)
         if isinstance(expected, float)
@@ -142,7 +146,7 @@ def test_every_common_key_is_translated(tmp_path, override, key, expected):
 def test_model_data_and_reward_reach_the_run_folder(tmp_path):
     from aworld_train.models import resolve_model_path
 
-    run = render(trainer_for(tmp_path, {"backend": "areal", "algorithm": {"kl_coef": 0.1}}))
+    run = _render(trainer_for(tmp_path, {"backend": "areal", "algorithm": {"kl_coef": 0.1}}))
     model = str(resolve_model_path("embedded:smollm2-135m"))
     final = run.final
     assert final["actor"]["path"] == final["tokenizer_path"] == final["ref"]["path"] == model
@@ -150,13 +154,13 @@ def test_model_data_and_reward_reach_the_run_folder(tmp_path):
     assert final["actor"]["reward_norm"] == {"mean_level": "group", "std_level": "group", "group_size": 4}
     assert final["saver"]["fileroot"] == "${cluster.fileroot}"
     rows = [yaml.safe_load(line) for line in Path(final["train_dataset"]["path"]).read_text().splitlines()]
-    assert [r["user_turns"] for r in rows] == [[r["prompt"]] for r in ROWS]
+    assert [task_from_json(r[TASK_FIELD]).user_turns for r in rows] == [[r["prompt"]] for r in ROWS]
     assert len(Path(final["valid_dataset"]["path"]).read_text().splitlines()) == 2
     workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
-    assert workflow["workflow"] == "aworld_train.backends.areal_workflow.AWorldWorkflow"
+    assert workflow["workflow"] == "aworld_train.engines.areal.workflow.AWorldWorkflow"
     assert workflow["kwargs"]["reward"] == REWARD and Path(workflow["kwargs"]["spec_path"]).is_file()
     assert yaml.safe_load(run.config_path.read_text()) == final
-    assert run.command()[1:3] == ["-m", "aworld_train.backends.areal_main"]
+    assert run.command[1:3] == ("-m", "aworld_train.engines.areal.main")
 
 
 def _different(value):
@@ -174,7 +178,9 @@ def _contradicting():
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        items = derived_values(trainer_for(Path(tmp), {"backend": "areal"}), Path(tmp), "/models/m")
+        items = derived_values(
+            trainer_for(Path(tmp), {"backend": "areal"}).run_inputs(), Path(tmp), "/models/m"
+        )
     return sorted({(d.key, d.common) for d in items if d.common})
 
 
@@ -186,7 +192,7 @@ def test_each_contradiction_is_an_error(tmp_path, key, common):
     mine = {"model": "embedded:smollm2-135m"} if common == "model" else {section: {field: None}}
     if field:
         mine[section][field] = getattr(getattr(trainer.config, section), field)
-    derived = {d.key: d.value for d in derived_values(trainer, tmp_path / "run" / "areal", "m")}
+    derived = {d.key: d.value for d in derived_values(trainer.run_inputs(), tmp_path / "run" / "areal", "m")}
     native: dict = {}
     node = native
     parts = key.split(".")
@@ -194,16 +200,16 @@ def test_each_contradiction_is_an_error(tmp_path, key, common):
         node = node.setdefault(part, {})
     node[parts[-1]] = _different(derived[key])
     with pytest.raises(ConfigError, match=rf"areal\.{key}=.* contradicts {common}"):
-        render(trainer_for(tmp_path, {"backend": "areal", **mine, "areal": native}))
+        _render(trainer_for(tmp_path, {"backend": "areal", **mine, "areal": native}))
 
 
 def test_a_native_value_wins_when_the_common_field_is_left_at_its_default(tmp_path):
     native = {"actor": {"optimizer": {"lr": 3.0e-6}, "backend": "fsdp:d2"}, "gconfig": {"n_samples": 8}}
-    final = render(trainer_for(tmp_path, {"backend": "areal", "areal": native})).final
+    final = _render(trainer_for(tmp_path, {"backend": "areal", "areal": native})).final
     assert final["actor"]["optimizer"]["lr"] == 3.0e-6 and final["gconfig"]["n_samples"] == 8
     assert final["actor"]["backend"] == "fsdp:d2"
     agree = {"backend": "areal", "algorithm": {"group_size": 8}, "areal": {"gconfig": {"n_samples": 8}}}
-    assert render(trainer_for(tmp_path, agree)).final["gconfig"]["n_samples"] == 8
+    assert _render(trainer_for(tmp_path, agree)).final["gconfig"]["n_samples"] == 8
 
 
 def test_unknown_native_key_is_an_error_with_a_hint(tmp_path):
@@ -211,7 +217,7 @@ def test_unknown_native_key_is_an_error_with_a_hint(tmp_path):
     with pytest.raises(
         ConfigError, match=r"areal.actor.eps_clp is not a key of AReaL's GRPOConfig.*actor.eps_clip"
     ):
-        render(trainer_for(tmp_path, config))
+        _render(trainer_for(tmp_path, config))
 
 
 def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
@@ -233,7 +239,9 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
     assert out.returncode == 0, out.stderr
     shown = yaml.safe_load(out.stdout)
     assert shown["gconfig"]["n_samples"] == 8 and shown["scheduler"]["type"] == "local"
-    assert (tmp_path / "run/areal/areal_config.yaml").is_file() and "areal_main" in out.stderr
+    assert (
+        tmp_path / "run/areal/areal_config.yaml"
+    ).is_file() and "aworld_train.engines.areal.main" in out.stderr
 
 
 # -- the workflow, the way AReaL runs it ----------------------------------------------------------
@@ -272,7 +280,7 @@ class FakeEngine:
 def areal_run(tmp_path, calculator_server, monkeypatch):
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
-    return render(trainer_for(tmp_path, config))
+    return _render(trainer_for(tmp_path, config))
 
 
 def workflow_like_areal(run):
@@ -375,8 +383,8 @@ def test_failed_episode_carries_no_loss(areal_run, tokenizer):
 
 
 def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
-    from aworld_train.backends.areal_workflow import ArealEnginePolicy
-    from aworld_train.policy import SamplingParams
+    from aworld_train.engines.areal.workflow import ArealEnginePolicy
+    from aworld_train.rollout.policy import SamplingParams
 
     class NoVersions(FakeEngine):
         async def agenerate(self, req):
@@ -395,12 +403,12 @@ def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
 def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, capsys):
     """`train()` starts AReaL's entry point in a subprocess, streams its output into areal.log and
     returns its exit status. (The command itself is replaced: AReaL's trainer needs GPUs.)"""
-    from aworld_train.backends import areal as areal_backend
+    from aworld_train.engines.areal import render as areal_render
 
     monkeypatch.setattr(
-        areal_backend.RenderedRun,
+        areal_render,
         "command",
-        lambda self: [sys.executable, "-c", "print('Train step 1/1 reward 0.5'); raise SystemExit(3)"],
+        lambda config_path: (sys.executable, "-c", "print('Train step 1/1 reward 0.5'); raise SystemExit(3)"),
     )
     result = trainer_for(tmp_path, {"backend": "areal"}).train()
     assert result["backend"] == "areal" and result["returncode"] == 3
@@ -418,5 +426,5 @@ def test_the_gpu_smoke_script_renders(tmp_path):
         config=str(ROOT / "examples/calculator/grpo_areal.yaml"),
         overrides=[*overrides, f"trainer.run_dir={tmp_path / 'run'}", "data.batch_size=4", "trainer.steps=1"],
     )
-    final = render(trainer).final
+    final = _render(trainer).final
     assert final["cluster"]["n_gpus_per_node"] == 1 and final["total_train_steps"] == 1

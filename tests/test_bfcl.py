@@ -10,14 +10,14 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (pip install --no-deps)")
 
-from aworld_train.agent_spec import EPISODE_HEADER, TASK_HEADER, TURN_HEADER  # noqa: E402
 from aworld_train.env.bfcl import catalog  # noqa: E402
 from aworld_train.env.bfcl.data import build_rows, split  # noqa: E402
-from aworld_train.env.bfcl.replay import bfcl_results, replay  # noqa: E402
 from aworld_train.errors import RewardError  # noqa: E402
+from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER  # noqa: E402
 from aworld_train.reward import RewardFunction  # noqa: E402
 from aworld_train.rewards.bfcl import checker, combined, format_reward, official_check, progress  # noqa: E402
-from aworld_train.trajectory import ToolCallRecord, Trajectory  # noqa: E402
+from aworld_train.rewards.bfcl_replay import bfcl_results, replay  # noqa: E402
+from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory  # noqa: E402
 
 MISS = "multi_turn_miss_func_0"  # `sort` is held back until turn 3
 
@@ -70,9 +70,9 @@ def test_rows_and_the_seeded_split():
 def test_verl_rows_keep_the_entry_id_the_server_and_reward_need(tmp_path):
     import pyarrow.parquet as pq
 
-    from aworld_train.backends.verl import write_parquet
-    from aworld_train.backends.verl_loop import task_from_row
     from aworld_train.dataset import load_tasks
+    from aworld_train.engines.verl.loop import task_from_row
+    from aworld_train.engines.verl.render import write_parquet
 
     rows = [r for r in build_rows(["miss_func"]) if r["id"] == MISS]
     write_parquet(load_tasks(rows), tmp_path / "train.parquet")

@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (pip install --no-deps)")
 
 from aworld_train.env.bfcl import catalog  # noqa: E402
-from aworld_train.env.bfcl.replay import bfcl_results, parse_call  # noqa: E402
-from aworld_train.episode import Episode, run_episodes  # noqa: E402
-from aworld_train.policy import ScriptedPolicy  # noqa: E402
 from aworld_train.reward import RewardFunction  # noqa: E402
-from aworld_train.trajectory import Task  # noqa: E402
+from aworld_train.rewards.bfcl_replay import bfcl_results, parse_call  # noqa: E402
+from aworld_train.rollout.episode import Episode, run_episodes  # noqa: E402
+from aworld_train.rollout.policy import ScriptedPolicy  # noqa: E402
+from aworld_train.rollout.trajectory import Task  # noqa: E402
 
 REWARD = RewardFunction.load("aworld_train.rewards.bfcl:checker")
 MISS = "multi_turn_miss_func_0"
@@ -31,8 +31,8 @@ def bfcl_server():
 
 @pytest.fixture
 def bfcl_spec(bfcl_server):
-    from aworld_train.agent_spec import load_agent_spec
     from aworld_train.agents.bfcl import build_agent
+    from aworld_train.aworld.agent_spec import load_agent_spec
 
     return load_agent_spec(build_agent(url=bfcl_server.url))
 

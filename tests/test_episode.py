@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.agent_spec import AgentSpec
+from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.env.launcher import free_port, port_open
-from aworld_train.episode import Episode, run_episodes
-from aworld_train.policy import ScriptedPolicy
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task
+from aworld_train.rollout.episode import Episode, run_episodes
+from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.rollout.trajectory import Task
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 
@@ -239,3 +239,17 @@ async def test_a_policy_failure_ends_the_episode_with_its_cause(tokenizer, im_en
     ).run()
     assert traj.status == "error" and "inference server went away" in traj.error
     assert not traj.trainable() and traj.timings["total_s"] < 10
+
+
+async def test_a_rows_system_message_is_the_episodes_system_prompt(
+    tokenizer, im_end, plain_spec, make_runtime
+):
+    """Datasets that carry a system message per row (verl's chat prompts) get it in the prompt,
+    in place of the agent's own."""
+    policy = ScriptedPolicy(tokenizer, ["4"], im_end)
+    task = Task("s", ["What is 2 + 2?"], ground_truth=4, system="You are TERSE-BOT; reply with digits.")
+    traj = await Episode(plain_spec, task, make_runtime(policy), REWARD).run()
+    assert traj.status == "ok", traj.error
+    first_prompt = tokenizer.decode(policy.prompts[0])
+    assert "You are TERSE-BOT; reply with digits." in first_prompt
+    assert plain_spec.system_prompt.strip()[:40] not in first_prompt

@@ -6,13 +6,18 @@ import re
 import pytest
 from gaia_support import SAMPLE, TOKEN, standard_servers, start_gateway
 
-from aworld_train.agent_spec import load_agent_spec
-from aworld_train.env.gaia import get_agent_tool_env_and_servers
+from aworld_train.agents.gaia_client import get_agent_tool_env_and_servers
+from aworld_train.aworld.agent_spec import load_agent_spec
 from aworld_train.env.gaia.dataset import load_gaia
 from aworld_train.errors import DatasetError
 from aworld_train.evaluate import evaluate
-from aworld_train.policy import ScriptedPolicy
 from aworld_train.reward import RewardFunction
+from aworld_train.rollout.policy import ScriptedPolicy
+
+
+def _render(trainer):
+    """The engine's run folder, written through the facade as `aworld-train render` does."""
+    return trainer.render()
 
 
 def test_tool_env_has_the_shape_agents_expect(monkeypatch):
@@ -150,14 +155,13 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
 
 
 def test_the_gaia_example_renders_for_verl_on_cpu(tmp_path):
-    from aworld_train.backends.verl import render
     from aworld_train.trainer import AgentTrainer
 
     example = SAMPLE.parents[2]
     trainer = AgentTrainer(
         config=str(example / "grpo_trainer.yaml"), overrides=[f"trainer.run_dir={tmp_path}"]
     )
-    run = render(trainer)
+    run = _render(trainer)
     final = run.final
     assert final.reward.custom_reward_function.name == "gaia_reward"
     assert final.actor_rollout_ref.rollout.n == 8 and final.trainer.n_gpus_per_node == 8

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from aworld_train.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
-from aworld_train.learner import Sample, build_samples, micro_batches
-from aworld_train.ledger import Segment
-from aworld_train.trajectory import Trajectory
+from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
+from aworld_train.engines.local.learner import Sample, build_samples, micro_batches
+from aworld_train.rollout.ledger import Segment
+from aworld_train.rollout.trajectory import Trajectory
 
 
 def test_group_normalised_advantages():
@@ -91,7 +91,7 @@ def test_equal_to_verls_own_functions_where_verl_is_installed():
     import numpy as np
     from verl.utils.config import omega_conf_to_dataclass
 
-    from aworld_train.backends.verl import verl_defaults
+    from aworld_train.engines.verl.render import verl_defaults
 
     cfg = verl_defaults(
         [

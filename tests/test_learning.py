@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from aworld_train.config import AlgorithmConfig
-from aworld_train.learner import GRPOLearner, build_samples
-from aworld_train.local_policy import LocalPolicy
+from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.models import load_model
-from aworld_train.policy import SamplingParams
-from aworld_train.single_turn import sample_groups
+from aworld_train.rollout.local_policy import LocalPolicy
+from aworld_train.rollout.policy import SamplingParams
+from aworld_train.rollout.single_turn import sample_groups
 
 
 def test_reward_rises_on_a_token_choice_task(tiny_model_dir, tokenizer, stop_ids):

@@ -1,4 +1,4 @@
-"""DESIGN invariant 1 on three chat templates: the ledger holds exactly what the
+"""ARCHITECTURE.md invariant 1 on three chat templates: the ledger holds exactly what the
 policy sampled (mask 1, with its logprobs), every prompt is the ledger prefix,
 and a history rewrite starts a new segment instead of splicing."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from aworld_train.chat import ChatRenderer
-from aworld_train.ledger import TokenLedger
-from aworld_train.policy import Generation
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.ledger import TokenLedger
+from aworld_train.rollout.policy import Generation
 
 # A Qwen2.5-style template written for these tests: tools listed in the system
 # turn, tool calls as <tool_call> JSON, consecutive tool results grouped into one

@@ -35,7 +35,12 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/env/calculator.py",
         "aworld_train/env/bfcl/server.py",
         "aworld_train/rewards/bfcl.py",
-        "aworld_train/backends/__init__.py",
+        "aworld_train/engines/__init__.py",
+        "aworld_train/engines/verl/loop.py",
+        "aworld_train/engines/areal/fields.json",
+        "aworld_train/rollout/codec.py",
+        "aworld_train/aworld/patches.py",
+        "aworld_train/protocol.py",
     ):
         assert module in names, module
     tops = {n.split("/")[0] for n in names if not n.startswith("aworld_train-")}

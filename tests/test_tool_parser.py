@@ -1,4 +1,4 @@
-from aworld_train.tool_parser import parse_tool_calls
+from aworld_train.rollout.tool_parser import parse_tool_calls
 
 
 def test_hermes_single_and_multiple_calls():

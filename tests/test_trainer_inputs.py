@@ -1,4 +1,4 @@
-"""AgentTrainer checks every input at construction (DESIGN invariant 5), before any model loads."""
+"""AgentTrainer checks every input at construction (ARCHITECTURE.md invariant 5), before any model loads."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import reward_fixtures as fx
 
 from aworld_train import AgentTrainer
-from aworld_train.agent_spec import AgentSpec
+from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.errors import AgentSpecError, ConfigError, DatasetError, ModelError, RewardError
 
 AGENT = "aworld_train.agents.calculator:build_agent"

@@ -4,7 +4,7 @@ rules, and our agent loop run by verl's registry/instantiate path and post-proce
 from __future__ import annotations
 
 import asyncio
-import json
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +15,12 @@ from backend_support import ROWS, calculator_reply, trainer_for  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
-from aworld_train.backends.verl import render, verl_defaults  # noqa: E402
+from aworld_train.engines.verl.render import verl_defaults  # noqa: E402
 from aworld_train.errors import ConfigError  # noqa: E402
+from aworld_train.rollout.codec import TASK_FIELD, task_from_json  # noqa: E402
+
+GAIA_DIR = Path(__file__).resolve().parents[1] / "examples/train_gaia_with_aworld_verl"
+GAIA_EXAMPLE = GAIA_DIR / "grpo_trainer.yaml"
 
 # The shape of AWorld's GAIA grpo_trainer.yaml: verl's own layout, the auto fields left blank.
 GAIA_STYLE = """
@@ -31,6 +35,11 @@ trainer: {default_local_dir: "", n_gpus_per_node: 8, nnodes: 1, total_training_s
 """
 
 
+def _render(trainer):
+    """The engine's run folder, written through the facade as `aworld-train render` does."""
+    return trainer.render()
+
+
 def final_of(run):
     return OmegaConf.to_container(run.final, resolve=False)
 
@@ -40,7 +49,7 @@ def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
     path.write_text(GAIA_STYLE)
     trainer = trainer_for(tmp_path, str(path))
     assert trainer.config.backend == "verl"
-    run = render(trainer)
+    run = _render(trainer)
     final = run.final
     folder = run.folder
     assert final.data.train_files == str(folder / "train.parquet") and final.data.val_files == str(
@@ -62,10 +71,11 @@ def test_native_gaia_yaml_is_accepted_and_its_blanks_are_filled(tmp_path):
         {"role": "user", "content": "What is 1 * 3?"}
     ]
     assert (
-        row["reward_model"]["ground_truth"] == "3" and json.loads(row["extra_info"]["ground_truth_json"]) == 3
+        row["reward_model"]["ground_truth"] == "3"
+        and task_from_json(row["extra_info"][TASK_FIELD]).ground_truth == 3
     )
     loop = yaml.safe_load((folder / "agent_loop.yaml").read_text())
-    assert loop[0]["_target_"] == "aworld_train.backends.verl_loop.AWorldAgentLoop"
+    assert loop[0]["_target_"] == "aworld_train.engines.verl.loop.AWorldAgentLoop"
 
 
 def test_user_set_paths_are_kept(tmp_path):
@@ -77,7 +87,7 @@ def test_user_set_paths_are_kept(tmp_path):
     native["custom_reward_function"] = {"path": reward_fixtures.__file__, "name": "verl_style"}
     native["trainer"]["default_local_dir"] = "/ckpt/gaia"
     # the YAML names the data and the reward itself: no dataset or reward_func is needed
-    run = render(trainer_for(tmp_path, native, reward_func=None, train_dataset=None, test_dataset=None))
+    run = _render(trainer_for(tmp_path, native, reward_func=None, train_dataset=None, test_dataset=None))
     assert run.final.data.train_files == "/data/gaia/train.parquet"
     assert run.final.data.val_files == "/data/gaia/val.parquet"
     assert run.final.reward.custom_reward_function.path == reward_fixtures.__file__
@@ -95,15 +105,15 @@ def test_a_dataset_and_native_files_at_once_is_a_contradiction(tmp_path):
     with pytest.raises(
         ConfigError, match="verl.data.train_files='/data/gaia/train.parquet' contradicts data.train"
     ):
-        render(trainer_for(tmp_path, native))
+        _render(trainer_for(tmp_path, native))
     native = yaml.safe_load(GAIA_STYLE)
     native["custom_reward_function"] = {"path": "/code/other.py", "name": "other"}
     with pytest.raises(ConfigError, match="contradicts reward.fn"):
-        render(trainer_for(tmp_path, native))
+        _render(trainer_for(tmp_path, native))
 
 
 def test_no_config_uses_our_dataset_and_reward_never_verls_examples(tmp_path):
-    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     text = run.config_path.read_text()
     assert "gsm8k" not in text
     assert (
@@ -122,18 +132,18 @@ def test_contradiction_between_common_and_native_is_an_error(tmp_path):
     with pytest.raises(
         ConfigError, match=r"verl.actor_rollout_ref.rollout.n=4 contradicts algorithm.group_size"
     ):
-        render(trainer_for(tmp_path, config))
+        _render(trainer_for(tmp_path, config))
     agree = {
         "backend": "verl",
         "algorithm": {"group_size": 4},
         "verl": {"actor_rollout_ref": {"rollout": {"n": 4}}},
     }
-    assert render(trainer_for(tmp_path, agree)).final.actor_rollout_ref.rollout.n == 4
+    assert _render(trainer_for(tmp_path, agree)).final.actor_rollout_ref.rollout.n == 4
 
 
 def test_unknown_native_key_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="not a key of verl"):
-        render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"totl_steps": 3}}}))
+        _render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"totl_steps": 3}}}))
 
 
 def test_rendered_config_composes_with_verls_hydra_config(tmp_path):
@@ -141,7 +151,7 @@ def test_rendered_config_composes_with_verls_hydra_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from verl.utils.config import omega_conf_to_dataclass
 
-    run = render(trainer_for(tmp_path, {"backend": "verl"}))
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     with initialize_config_dir(config_dir=str(run.folder), version_base=None):
         cfg = compose(config_name=run.config_path.stem)
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
@@ -160,6 +170,7 @@ class FakeLLMServerClient:
         self.reply = reply
         self.calls = []
         self.outputs = []
+        self.global_step = 7  # the weight version verl's servers report; moved on by tests
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         from verl.workers.rollout.replica import TokenOutput
@@ -171,7 +182,11 @@ class FakeLLMServerClient:
         ]
         ids = ids[: sampling_params.get("max_tokens", len(ids))]
         self.outputs.append(ids)
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+        steps = {"min_global_steps": self.global_step, "max_global_steps": self.global_step}
+        self.global_step += 1
+        return TokenOutput(
+            token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed", extra_fields=steps
+        )
 
 
 def instantiate_like_verl(run, tokenizer, server):
@@ -213,14 +228,16 @@ def verl_run(tmp_path, calculator_server, monkeypatch):
         "rollout": {"tool_block": "never", "max_response_tokens": 300},
         "verl": {"data": {"max_prompt_length": 1024}},
     }
-    return render(trainer_for(tmp_path, config))
+    return _render(trainer_for(tmp_path, config))
 
 
 def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
     server = FakeLLMServerClient(tokenizer, calculator_reply)
     loop = instantiate_like_verl(verl_run, tokenizer, server)
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
-    out = asyncio.run(loop.run(sampling, **row_kwargs(verl_run)))
+    outs = asyncio.run(loop.run(sampling, **row_kwargs(verl_run)))
+    assert len(outs) == 1  # one segment
+    out = outs[0]
     assert out.reward_score == 1.0 and out.extra_fields["aworld_status"] == "ok"
     assert len({c[0] for c in server.calls}) == 1  # one sticky request id per episode
     assert all(c[2]["max_tokens"] <= 300 for c in server.calls)
@@ -238,19 +255,36 @@ def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
         "num_tool_calls",
         "tool_errors",
         "segments",
+        "segments_dropped",
         "truncated",
         "reward_extras",
     }
 
 
-def test_failed_episode_has_an_all_zero_mask(verl_run, tokenizer):
-    def hang_forever(_):
+def test_outputs_carry_the_weight_versions_and_stop_tokens_verl_needs(verl_run, tokenizer):
+    """verl's V1 trainer reads min/max_global_steps from every output (`int()` of them: a missing
+    one crashed it after the first update); vLLM must stop at the end-of-turn token."""
+    import numpy as np
+
+    server = FakeLLMServerClient(tokenizer, calculator_reply)
+    loop = instantiate_like_verl(verl_run, tokenizer, server)
+    [out] = asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run)))
+    assert len(server.calls) == 2  # the tool call, then the answer
+    assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (7, 8)
+    np.array([out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]], dtype=int)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert all(im_end in call[2]["stop_token_ids"] for call in server.calls)
+
+
+def test_a_failed_episode_gives_verl_no_sample(verl_run, tokenizer):
+    """verl's V1 trainer leaves an agent loop that returns no output out of its group: no loss,
+    no place in the baseline."""
+
+    def server_lost(_):
         raise RuntimeError("server lost")
 
-    loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, hang_forever))
-    out = asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run)))
-    assert out.extra_fields["aworld_status"] == "error" and set(out.response_mask) == {0}
-    assert out.reward_score == 0.0
+    loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, server_lost))
+    assert asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run))) == []
 
 
 def test_outputs_pass_verls_v0_postprocess_and_v1_as_dict(verl_run, tokenizer):
@@ -259,7 +293,7 @@ def test_outputs_pass_verls_v0_postprocess_and_v1_as_dict(verl_run, tokenizer):
     from verl.utils.config import omega_conf_to_dataclass
 
     loop = instantiate_like_verl(verl_run, tokenizer, FakeLLMServerClient(tokenizer, calculator_reply))
-    outputs = [asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run, i))) for i in range(2)]
+    outputs = [asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run, i)))[0] for i in range(2)]
 
     as_dict = outputs[0].as_dict()
     assert torch.equal(as_dict["responses"], torch.tensor(outputs[0].response_ids))
@@ -337,8 +371,8 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     from verl.tools.tool_registry import load_all_tools
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from aworld_train.agent_spec import load_agent_spec
     from aworld_train.agents.calculator import SYSTEM_PROMPT, build_agent
+    from aworld_train.aworld.agent_spec import load_agent_spec
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     tok = copy.deepcopy(tokenizer)
@@ -348,9 +382,9 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     # ours: the calculator agent without few-shot turns, rendered for verl
     spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
     trainer = trainer_for(tmp_path, {"backend": "verl", "rollout": {"tool_block": "never"}}, agent=spec)
-    run = render(trainer)
+    run = _render(trainer)
     ours_server = FakeLLMServerClient(tok, calculator_reply)
-    ours = asyncio.run(instantiate_like_verl(run, tok, ours_server).run(sampling, **row_kwargs(run)))
+    [ours] = asyncio.run(instantiate_like_verl(run, tok, ours_server).run(sampling, **row_kwargs(run)))
 
     # verl's ToolAgentLoop with an equivalent function tool, the same system prompt and replies
     tool_file = tmp_path / "calc_tool.py"
@@ -390,12 +424,16 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
     (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
-    from aworld_train.backends import verl as verl_backend
+    from aworld_train.engines.verl import render as verl_render
 
     monkeypatch.setattr(
-        verl_backend.RenderedRun,
+        verl_render,
         "command",
-        lambda self: [sys.executable, "-c", "print('step:1 - reward 0.5'); raise SystemExit(3)"],
+        lambda folder, config_path: (
+            sys.executable,
+            "-c",
+            "print('step:1 - reward 0.5'); raise SystemExit(3)",
+        ),
     )
     result = trainer_for(tmp_path, {"backend": "verl"}).train()
     assert result["returncode"] == 3
@@ -423,6 +461,75 @@ def test_the_gpu_smoke_models_files_travel_with_the_repo(tmp_path):
         train_dataset=ROWS,
         test_dataset=ROWS[:2],
     )
-    run = render(trainer)
+    run = _render(trainer)
     assert run.final.actor_rollout_ref.model.path == model
     assert run.final.trainer.n_gpus_per_node == 1
+
+
+# -- launch defects found against verl 0.9.1's source ----------------------------------------------
+
+
+def test_token_budgets_fit_the_longest_sequence(tmp_path):
+    """verl asserts max_token_len >= the longest sequence when it splits a batch (seqlen_balancing.py):
+    the GAIA example allows 4096 + 8192 tokens, more than the 4096 budget derived before."""
+    overrides = [f"trainer.run_dir={tmp_path / 'run'}", f"data.train={GAIA_DIR / 'train.jsonl'}"]
+    run = _render(
+        AgentTrainer(config=str(GAIA_EXAMPLE), overrides=[*overrides, f"data.test={GAIA_DIR / 'test.jsonl'}"])
+    )
+    longest = run.final.data.max_prompt_length + run.final.data.max_response_length
+    assert longest == 4096 + 8192
+    assert run.final.actor_rollout_ref.actor.ppo_max_token_len_per_gpu >= longest
+    assert run.final.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu >= longest
+    assert run.final.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu >= longest
+
+
+def test_a_token_budget_the_user_set_too_small_is_refused(tmp_path):
+    native = {
+        "data": {"max_prompt_length": 1024},
+        "actor_rollout_ref": {"actor": {"ppo_max_token_len_per_gpu": 1000}},
+    }
+    with pytest.raises(
+        ConfigError, match=r"verl.actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000.*at least"
+    ):
+        _render(trainer_for(tmp_path, {"backend": "verl", "verl": native}))
+    small = {
+        "backend": "verl",
+        "algorithm": {"micro_batch_tokens": 512},
+        "verl": {"data": {"max_prompt_length": 1024}},
+    }
+    with pytest.raises(ConfigError, match=r"algorithm.micro_batch_tokens=512"):
+        _render(trainer_for(tmp_path, small))
+
+
+def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
+    """verl's resume_mode defaults to auto: a run without --resume would continue from old checkpoints."""
+    import sys
+
+    from aworld_train.engines.verl import render as verl_render
+
+    run = _render(trainer_for(tmp_path, {"backend": "verl"}))
+    assert run.final.trainer.resume_mode == "disable"
+    printed = "import sys; print('ARGS', sys.argv[1:])"
+    monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
+    trainer_for(tmp_path, {"backend": "verl"}).train(resume=True)
+    assert "ARGS ['trainer.resume_mode=auto']" in (tmp_path / "run" / "verl.log").read_text()
+
+
+def test_the_legacy_trainer_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer.use_v1=false.*baseline"):
+        _render(trainer_for(tmp_path, {"backend": "verl", "verl": {"trainer": {"use_v1": False}}}))
+
+
+def test_prompts_that_cannot_fit_are_reported_at_render(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="aworld_train"):
+        _render(trainer_for(tmp_path, {"backend": "verl", "rollout": {"max_prompt_tokens": 20}}))
+    assert "training prompts are longer than data.max_prompt_length=20" in caplog.text
+
+
+def test_an_over_long_first_prompt_is_a_failed_episode(verl_run, tokenizer, monkeypatch):
+    """Never left-truncated (that breaks the ledger): the episode ends before the policy is called."""
+    server = FakeLLMServerClient(tokenizer, calculator_reply)
+    loop = instantiate_like_verl(verl_run, tokenizer, server)
+    monkeypatch.setattr(loop.settings, "max_prompt_tokens", 16)
+    assert asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(verl_run))) == []
+    assert server.calls == []

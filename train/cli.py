@@ -37,12 +37,10 @@ def cmd_render(args) -> int:
     from aworld_train.config import load_config
 
     config = load_config(args.config, args.overrides)
-    if config.backend in ("verl", "areal"):
-        from aworld_train.backends import get_backend
-
-        run = get_backend(config.backend).render(_trainer(args))
-        print(run.config_path.read_text(), end="")
-        print(f"# run folder: {run.folder}\n# launch: {' '.join(run.command())}", file=sys.stderr)
+    if config.backend != "local":
+        run = _trainer(args).render()
+        print(run.config_text(), end="")
+        print(f"# run folder: {run.folder}\n# launch: {' '.join(run.command)}", file=sys.stderr)
         return 0
     text = config.render()
     if args.output:

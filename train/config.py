@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from aworld_train.errors import ConfigError
 
-BACKENDS = ("local", "verl", "areal")
 DEFAULT_MODEL = "embedded:smollm2-135m"
 
 
@@ -46,6 +45,11 @@ class RolloutConfig(_Section):
     max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
     max_new_tokens: int = Field(128, ge=1)
     max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    max_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="longest first prompt; a longer one ends the episode as prompt_too_long (verl's max_prompt_length)",
+    )
     max_response_tokens: int | None = Field(
         None,
         ge=1,
@@ -118,11 +122,23 @@ class TrainConfig(_Section):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        if value not in BACKENDS:
+        from aworld_train.engines import ENGINE_NAMES
+
+        if value not in ENGINE_NAMES:
             raise ValueError(
-                f"unknown backend {value!r}; choose one of {', '.join(BACKENDS)}{_hint(value, BACKENDS)}"
+                f"unknown backend {value!r}; choose one of {', '.join(ENGINE_NAMES)}{_hint(value, ENGINE_NAMES)}"
             )
         return value
+
+    def fields_set(self) -> frozenset[str]:
+        """Dotted names of the fields the user set: sections (`rollout`) and their fields (`rollout.temperature`)."""
+        out = set()
+        for name in self.model_fields_set:
+            out.add(name)
+            node = getattr(self, name)
+            if isinstance(node, BaseModel):
+                out.update(f"{name}.{field}" for field in node.model_fields_set)
+        return frozenset(out)
 
     def render(self) -> str:
         """The final config as YAML, as a run folder stores it."""

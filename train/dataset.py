@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.errors import DatasetError
-from aworld_train.trajectory import Task
+from aworld_train.rollout.trajectory import Task
 
 
 def read_rows(source: Any, what: str = "dataset") -> list[dict[str, Any]]:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.agent_spec import AgentSpec
-from aworld_train.episode import RolloutRuntime, run_episodes
+from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task, Trajectory
+from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+from aworld_train.rollout.trajectory import Task, Trajectory
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aworld_train.agent_spec import import_object
+from aworld_train.aworld.agent_spec import import_object
 from aworld_train.errors import AgentSpecError, RewardError
 
 VERL_PARAMS = ("data_source", "solution_str", "ground_truth")

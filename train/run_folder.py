@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aworld_train.trajectory import Trajectory
+from aworld_train.rollout.trajectory import Trajectory
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aworld_train.agent_spec import AgentSpec, build_agent, load_agent_spec
-from aworld_train.backends.verl import native_reward, native_train_files
+from aworld_train.aworld.agent_spec import AgentSpec, build_agent, load_agent_spec
 from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
+from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, DatasetError
 from aworld_train.models import check_model
 from aworld_train.reward import RewardFunction
-from aworld_train.trajectory import Task
+from aworld_train.rollout.trajectory import Task
 
 log = logging.getLogger("aworld_train")
 
@@ -43,16 +43,18 @@ class AgentTrainer:
     ) -> None:
         self.config = load_config(config, overrides)
         cfg = self.config
+        self.engine: Engine = get_engine(cfg.backend)
+        native = self.engine.native_inputs(cfg)
         self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
         _check_rebuild(self.spec)
         self.reward = RewardFunction.load(
-            reward_func if reward_func is not None else cfg.reward.fn or native_reward(cfg),
+            reward_func if reward_func is not None else cfg.reward.fn or native.reward,
             kwargs=cfg.reward.kwargs,
         )
         cfg.reward.fn = self.reward.reference
         train_source = train_dataset if train_dataset is not None else cfg.data.train
         test_source = test_dataset if test_dataset is not None else cfg.data.test
-        if train_source is None and test_source is None and not native_train_files(cfg):
+        if train_source is None and test_source is None and not native.has_train_files:
             raise DatasetError(
                 "no dataset: pass train_dataset/test_dataset or set data.train/data.test in the config"
             )
@@ -73,19 +75,37 @@ class AgentTrainer:
             return []
         return load_tasks(source, self.config.data.prompt_key, self.config.data.answer_key, what)
 
-    def train(self, resume: bool = False):
-        if not self.train_tasks and not native_train_files(self.config):
-            raise DatasetError("train_dataset is missing: pass train_dataset or set data.train")
-        from aworld_train.backends import get_backend
+    def run_inputs(self) -> RunInputs:
+        """What the engine receives: everything checked here, frozen."""
+        user_set = set(self.config.fields_set()) | {"reward.fn"}  # the engine must run our reward
+        user_set |= {"data.train"} if self.train_tasks else set()
+        user_set |= {"data.test"} if self.test_tasks else set()
+        return RunInputs(
+            config=self.config.model_copy(deep=True),
+            spec=self.spec,
+            reward=self.reward,
+            train_tasks=tuple(self.train_tasks),
+            test_tasks=tuple(self.test_tasks),
+            run_dir=self.run_dir,
+            user_set=frozenset(user_set),
+        )
 
-        return get_backend(self.config.backend).train(self, resume=resume)
+    def render(self) -> RenderedRun | None:
+        """Write the engine's run folder without launching it (None for the local backend)."""
+        return self.engine.render(self.run_inputs())
+
+    def train(self, resume: bool = False):
+        if not self.train_tasks and not self.engine.native_inputs(self.config).has_train_files:
+            raise DatasetError("train_dataset is missing: pass train_dataset or set data.train")
+        return self.engine.train(self.run_inputs(), resume=resume)
 
     def evaluate(self, output: str | Path | None = None, show_progress: bool = True):
         """Run the agent over the test set with the configured policy; returns an EvalReport."""
         if not self.test_tasks:
             raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
         from aworld_train.evaluate import evaluate
-        from aworld_train.runtime import local_runtime, running_envs
+        from aworld_train.rollout.local_policy import local_runtime
+        from aworld_train.servers import running_envs
 
         runtime, _ = local_runtime(self.config)
         with running_envs(self.config.env, self.run_dir):

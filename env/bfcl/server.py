@@ -1,7 +1,7 @@
 """The BFCL multi-turn MCP server.
 
 Every request names its episode and entry in headers the adapter injects:
-`X-Episode-Id` (state is keyed by it, never by MCP session: DESIGN invariant 3),
+`X-Episode-Id` (state is keyed by it, never by MCP session: ARCHITECTURE.md invariant 3),
 `X-Task-Id` (the BFCL entry id, the dataset row's `id`) and `X-Episode-Turn` (the
 index of the current user turn). The tool list is the entry's functions, plus the
 functions a `miss_func` entry holds back once their turn has come.
@@ -22,9 +22,9 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ContentBlock, TextContent
 from mcp.types import Tool as MCPTool
 
-from aworld_train.agent_spec import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
 from aworld_train.env.bfcl.catalog import UnknownEntry, input_schema
 from aworld_train.env.bfcl.state import ToolCallError, Worlds
+from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
 
 HINTS_VARIABLE = "AWORLD_TRAIN_BFCL_HINTS"
 

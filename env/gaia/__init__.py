@@ -1,5 +1,4 @@
-"""The GAIA tool environment: an MCP gateway over document, Python, calculator and search servers."""
+"""The GAIA tool environment: an MCP gateway over document, Python, calculator and search servers.
 
-from aworld_train.env.gaia.client import get_agent_tool_env_and_servers
-
-__all__ = ["get_agent_tool_env_and_servers"]
+The agent side (its MCP config) is `aworld_train.agents.gaia_client`.
+"""

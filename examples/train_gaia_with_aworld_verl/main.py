@@ -39,7 +39,7 @@ def main() -> None:
         test_dataset=rows[-args.test_size :],
     )
     if args.render_only:
-        from aworld_train.backends.verl import render
+        from aworld_train.engines.verl.render import render
 
         print(f"run folder: {render(trainer).folder}")
         return

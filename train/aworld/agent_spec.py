@@ -1,0 +1,254 @@
+"""An AWorld Agent as a serialisable spec, and the Agent rebuilt from it in a worker.
+
+Secrets never reach disk (ARCHITECTURE.md invariant 4): a header value that contains the
+value of an environment variable is written as a `${VAR}` reference, and a
+secret-looking header with a literal value is refused. Workers resolve the
+references at run time.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from aworld_train.errors import AgentSpecError
+from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
+from aworld_train.protocol import resolve_env_refs as _resolve
+
+_SECRET_HEADER = re.compile(r"auth|token|key|secret|password|cookie|invitation", re.IGNORECASE)
+# llm fields that belong to the engine, not to the agent: the trainer sets them.
+_ENGINE_LLM_FIELDS = {
+    "llm_provider",
+    "llm_model_name",
+    "llm_base_url",
+    "llm_api_key",
+    "llm_client_type",
+    "llm_response_parser",
+    "llm_sync_enabled",
+    "llm_async_enabled",
+    "llm_stream_call",
+}
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    system_prompt: str = ""
+    mcp_config: dict[str, Any] = Field(default_factory=dict)
+    mcp_servers: list[str] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+    agent_config: dict[str, Any] = Field(default_factory=dict)
+    few_shot: list[dict[str, Any]] = Field(
+        default_factory=list, description="example chat turns placed after the system message of every prompt"
+    )
+    factory: str | None = Field(None, description="'module:factory' the spec came from, if any")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path
+
+
+# -- secrets --------------------------------------------------------------------
+def _env_reference(value: str, env: dict[str, str]) -> str:
+    """Replace the values of environment variables inside `value` by `${VAR}` references."""
+    candidates = sorted(((k, v) for k, v in env.items() if len(v) >= 6), key=lambda kv: -len(kv[1]))
+    for key, secret in candidates:
+        if secret in value:
+            value = value.replace(secret, "${" + key + "}")
+    return value
+
+
+def protect_secrets(mcp_config: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    env = dict(os.environ if env is None else env)
+    out = json.loads(json.dumps(mcp_config))
+    for server, conf in (out.get("mcpServers") or {}).items():
+        headers = conf.get("headers") or {}
+        for header, value in list(headers.items()):
+            if not isinstance(value, str):
+                continue
+            value = _env_reference(value, env)
+            headers[header] = value
+            literal = ENV_REF.sub("", value).replace("Bearer", "").strip()
+            if _SECRET_HEADER.search(header) and literal and not ENV_REF.search(value):
+                raise AgentSpecError(
+                    f"mcp_config.mcpServers.{server}.headers.{header} holds a literal secret; "
+                    f"put it in an environment variable and write '${{VAR}}' (e.g. 'Bearer ${{MY_TOKEN}}')"
+                )
+        for key in ("env",):
+            for name, value in list((conf.get(key) or {}).items()):
+                if isinstance(value, str):
+                    conf[key][name] = _env_reference(value, env)
+    return out
+
+
+def resolve_env_refs(obj: Any, env: dict[str, str] | None = None) -> Any:
+    """`${VAR}` references replaced by their values at run time; a missing variable is an error."""
+    try:
+        return _resolve(obj, env)
+    except MissingVariable as exc:
+        raise AgentSpecError(
+            f"environment variable {exc.name} is not set; the agent's mcp_config uses ${{{exc.name}}}"
+        ) from None
+
+
+# -- agent <-> spec --------------------------------------------------------------
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            converted = _jsonable(v)
+            if converted is not _DROP:
+                out[str(k)] = converted
+        return out
+    if isinstance(value, list | tuple):
+        return [v for v in (_jsonable(x) for x in value) if v is not _DROP]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return _DROP
+
+
+_DROP = object()
+
+
+def _agent_config_dict(conf: Any) -> dict[str, Any]:
+    if conf is None:
+        return {}
+    data = dict(conf)
+    llm = dict(data.pop("llm_config", None) or {})
+    flat = {k: v for k, v in llm.items() if k not in _ENGINE_LLM_FIELDS}
+    data = {k: v for k, v in data.items() if k not in ("system_prompt",)}
+    result = _jsonable({**data, **flat})
+    return {k: v for k, v in result.items() if v is not None}
+
+
+def spec_from_agent(agent: Any, factory: str | None = None) -> AgentSpec:
+    """The spec of a built AWorld Agent (its LLM provider is left to the trainer)."""
+    try:
+        name = agent.name() if callable(getattr(agent, "name", None)) else agent.name
+        desc = agent.desc() if callable(getattr(agent, "desc", None)) else getattr(agent, "desc", "")
+    except Exception as exc:  # pragma: no cover - defensive
+        raise AgentSpecError(
+            f"agent: cannot read its name/description ({exc}); pass an AWorld Agent"
+        ) from exc
+    mcp_config = getattr(agent, "mcp_config", None) or {}
+    if not isinstance(mcp_config, dict):
+        raise AgentSpecError("agent.mcp_config must be a dict like {'mcpServers': {...}}")
+    return AgentSpec(
+        name=str(name),
+        description=str(desc or ""),
+        system_prompt=str(getattr(agent, "system_prompt", "") or ""),
+        mcp_config=protect_secrets(mcp_config),
+        mcp_servers=list(getattr(agent, "mcp_servers", None) or []),
+        tool_names=list(getattr(agent, "tool_names", None) or []),
+        agent_config=_agent_config_dict(getattr(agent, "conf", None)),
+        few_shot=list(getattr(agent, "few_shot", None) or []),
+        factory=factory,
+    )
+
+
+def import_object(reference: str, what: str) -> Any:
+    """'package.module:attr' or 'path/to/file.py:attr' -> the object."""
+    if ":" not in reference:
+        raise AgentSpecError(f"{what} {reference!r} must look like 'module:name' or 'path/to/file.py:name'")
+    module_name, _, attr = reference.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise FileNotFoundError(f"file {module_name!r} does not exist")
+            spec = importlib.util.spec_from_file_location(f"_aworld_train_user_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AgentSpecError(f"{what} {reference!r}: cannot import {module_name!r} ({exc})") from exc
+    if not hasattr(module, attr):
+        raise AgentSpecError(f"{what} {reference!r}: {module_name!r} has no attribute {attr!r}")
+    return getattr(module, attr)
+
+
+def load_agent_spec(agent: Any) -> AgentSpec:
+    """An Agent object, an AgentSpec, a 'module:factory' string or an agent YAML path -> spec."""
+    if isinstance(agent, AgentSpec):
+        return agent
+    if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
+        path = Path(agent)
+        if not path.is_file():
+            raise AgentSpecError(f"agent YAML {str(path)!r} does not exist")
+        data = yaml.safe_load(path.read_text()) or {}
+        try:
+            return AgentSpec.model_validate(data)
+        except Exception as exc:
+            raise AgentSpecError(f"agent YAML {str(path)!r} is not a valid agent spec: {exc}") from exc
+    if isinstance(agent, str):
+        factory = import_object(agent, "agent factory")
+        if not callable(factory):
+            raise AgentSpecError(f"agent factory {agent!r} is not callable")
+        try:
+            built = factory()
+        except Exception as exc:
+            raise AgentSpecError(f"agent factory {agent!r} failed: {exc}") from exc
+        return spec_from_agent(built, factory=agent)
+    if agent is None:
+        raise AgentSpecError(
+            "agent is required: pass an AWorld Agent, 'module:factory' or an agent YAML path"
+        )
+    return spec_from_agent(agent)
+
+
+def build_agent(
+    spec: AgentSpec,
+    llm: dict[str, Any] | None = None,
+    episode_id: str | None = None,
+    task_id: str | None = None,
+):
+    """An AWorld Agent equivalent to the one `spec` came from.
+
+    `llm` sets the engine fields (provider, base_url, model name); `episode_id` goes
+    into every MCP server's headers so stateful servers can isolate episodes, with
+    `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it.
+    """
+    from aworld_train.aworld.runtime import Agent, AgentConfig
+
+    mcp_config = resolve_env_refs(spec.mcp_config)
+    if episode_id is not None:
+        for conf in (mcp_config.get("mcpServers") or {}).values():
+            headers = conf.setdefault("headers", {})
+            headers[EPISODE_HEADER] = episode_id
+            if task_id is not None:
+                headers[TASK_HEADER] = task_id
+                headers[TURN_HEADER] = "0"
+    conf_kwargs = dict(spec.agent_config)
+    conf_kwargs.update(llm or {})
+    try:
+        conf = AgentConfig(**conf_kwargs)
+        return Agent(
+            name=spec.name,
+            desc=spec.description,
+            system_prompt=spec.system_prompt,
+            mcp_config=mcp_config,
+            mcp_servers=list(spec.mcp_servers),
+            tool_names=list(spec.tool_names) or None,
+            conf=conf,
+        )
+    except Exception as exc:
+        raise AgentSpecError(f"agent {spec.name!r} cannot be rebuilt from its spec: {exc}") from exc

@@ -1,0 +1,91 @@
+"""Imports AWorld quietly and offline. Import AWorld through this module only.
+
+AWorld 0.3.2 logs every message to the console and into `./logs`: before AWorld is
+imported its logs are pointed into our cache. What this package changes inside
+AWorld is in `patches.py`, applied by `aworld_train.aworld.install()`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aworld_train.paths import cache_dir
+from aworld_train.protocol import TURN_HEADER
+
+os.environ.setdefault("AWORLD_DISABLE_CONSOLE_LOG", "true")
+os.environ.setdefault("AWORLD_LOG_PATH", str(Path(cache_dir()) / "aworld-logs"))
+
+# The agent module must come first: importing aworld.models.llm alone hits a circular import.
+from aworld.agents.llm_agent import Agent  # noqa: E402
+from aworld.config import AgentConfig  # noqa: E402
+from aworld.core.agent.swarm import Swarm  # noqa: E402
+from aworld.core.context.amni import AmniConfigFactory  # noqa: E402
+from aworld.core.llm_provider import LLMProviderBase  # noqa: E402
+from aworld.core.task import Task as AworldTask  # noqa: E402
+from aworld.models.llm import register_llm_provider  # noqa: E402
+from aworld.models.model_response import Function, ModelResponse, ToolCall  # noqa: E402
+from aworld.models.openai_message_sanitizer import sanitize_openai_messages  # noqa: E402
+from aworld.runner import Runners  # noqa: E402
+
+
+def release_session(session_id: str) -> None:
+    """Forget the history of one finished episode."""
+    from aworld.memory.main import MemoryFactory
+
+    store = MemoryFactory.instance().memory_store
+    if hasattr(store, "purge_session"):
+        store.purge_session(session_id)
+
+
+def set_turn(agent, turn: int) -> None:
+    """Tell the agent's MCP servers that user turn `turn` has begun, and list its tools anew.
+
+    AWorld's sandbox keeps its own copy of the MCP config and caches the tool list
+    of its first listing: both are updated so a server that reveals tools per turn
+    (BFCL miss_func) is asked again with the new turn header.
+    """
+    mcpservers = getattr(getattr(agent, "sandbox", None), "mcpservers", None)
+    configs = [getattr(agent, "mcp_config", None), getattr(mcpservers, "mcp_config", None)]
+    changed = False
+    for config in configs:
+        for conf in ((config or {}).get("mcpServers") or {}).values():
+            headers = conf.get("headers") if isinstance(conf, dict) else None
+            if isinstance(headers, dict) and TURN_HEADER in headers:
+                changed = changed or headers[TURN_HEADER] != str(turn)
+                headers[TURN_HEADER] = str(turn)
+    if changed and mcpservers is not None:
+        mcpservers.tool_list = None
+
+
+async def run_turn(agent, text: str, session_id: str):
+    """One user turn of `agent` in session `session_id`.
+
+    `Runners.run` gives each call a fresh context whose history scope is the task,
+    so a second user turn would not see the first. An episode is one session:
+    scoping the history to it keeps every turn of a multi-turn task in view.
+    """
+    config = AmniConfigFactory.create()
+    config.agent_config.history_scope = "session"
+    agent.task = text
+    swarm = Swarm(agent)
+    task = AworldTask(
+        input=text, swarm=swarm, event_driven=swarm.event_driven, session_id=session_id, context_config=config
+    )
+    return (await Runners.run_task(task))[task.id]
+
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "Function",
+    "LLMProviderBase",
+    "ModelResponse",
+    "Runners",
+    "ToolCall",
+    "register_llm_provider",
+    "release_session",
+    "run_turn",
+    "set_turn",
+    "sanitize_openai_messages",
+]

@@ -1,0 +1,171 @@
+"""backend: areal: render the run folder, then launch AReaL's trainer with its local scheduler.
+
+The final config holds the values derived from the common config plus the
+user's native `areal:` keys, by the same rules as verl (see `native.py`); AReaL
+fills every other key with its own dataclass defaults when it loads the file.
+AReaL cannot share an environment with our pins, so native keys are checked
+against `areal_fields.json`, the key tree of AReaL's `GRPOConfig` read from its
+source (`scripts/areal_fields.py`), instead of importing AReaL.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aworld_train.engines.base import RenderedRun, RunInputs
+from aworld_train.engines.native import Derived, fill
+from aworld_train.errors import ConfigError
+from aworld_train.rollout.codec import TASK_FIELD, task_to_json
+
+WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
+ENTRY = "aworld_train.engines.areal.main"
+FIELDS_FILE = Path(__file__).with_name("fields.json")
+# Sub-configs that carry their own experiment/trial names and file root in AReaL.
+_NAMED = ("rollout", "actor", "saver", "evaluator", "recover", "stats_logger")
+
+
+@cache
+def areal_fields() -> dict[str, Any]:
+    return json.loads(FIELDS_FILE.read_text())
+
+
+def check_keys(native: dict[str, Any], tree: dict[str, Any] | None = None, prefix: str = "") -> None:
+    """Every key of the `areal:` section must be a field of AReaL's GRPOConfig."""
+    fields = areal_fields()
+    tree = fields["fields"] if tree is None else tree
+    for key, value in native.items():
+        dotted = f"{prefix}{key}"
+        if key not in tree:
+            close = difflib.get_close_matches(str(key), list(tree), n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            raise ConfigError(
+                f"areal.{dotted} is not a key of AReaL's GRPOConfig (areal {fields['areal_version']}){hint}"
+            )
+        if isinstance(tree[key], dict) and isinstance(value, dict):
+            check_keys(value, tree[key], f"{dotted}.")
+
+
+def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
+    cfg = inputs.config
+    algo, rollout, data, run = cfg.algorithm, cfg.rollout, cfg.data, cfg.trainer
+    root = inputs.run_dir.resolve()
+    rows = max(1, len(inputs.train_tasks))
+    values = [
+        Derived("experiment_name", "aworld-train"),
+        Derived("trial_name", root.name),
+        Derived("seed", run.seed, "trainer.seed"),
+        Derived("cluster.fileroot", str(root / "areal_files")),
+        Derived("cluster.n_nodes", 1),
+        # AReaL's single-controller mode: this process schedules AReaL's workers on this machine
+        Derived("scheduler.type", "local"),
+        Derived("tokenizer_path", model_path, "model"),
+        Derived("actor.path", model_path, "model"),
+        Derived("actor.backend", "fsdp:d1"),
+        Derived("rollout.backend", "sglang:d1"),
+        Derived("gconfig.n_samples", algo.group_size, "algorithm.group_size"),
+        Derived("gconfig.max_new_tokens", rollout.max_new_tokens, "rollout.max_new_tokens"),
+        Derived("gconfig.temperature", rollout.temperature, "rollout.temperature"),
+        Derived("gconfig.top_p", rollout.top_p, "rollout.top_p"),
+        Derived("actor.max_new_tokens", rollout.max_new_tokens, "rollout.max_new_tokens"),
+        Derived("actor.temperature", rollout.temperature, "rollout.temperature"),
+        Derived("actor.optimizer.lr", algo.lr, "algorithm.lr"),
+        Derived("actor.optimizer.weight_decay", algo.weight_decay, "algorithm.weight_decay"),
+        Derived("actor.optimizer.gradient_clipping", algo.grad_clip, "algorithm.grad_clip"),
+        Derived(
+            "actor.optimizer.warmup_steps_proportion",
+            algo.warmup_steps / max(1, run.steps),
+            "algorithm.warmup_steps",
+        ),
+        Derived("actor.eps_clip", algo.clip_low, "algorithm.clip_low"),
+        Derived("actor.eps_clip_higher", algo.clip_high, "algorithm.clip_high"),
+        Derived("actor.kl_ctl", algo.kl_coef, "algorithm.kl_coef"),
+        # GRPO: rewards normalised within each task's group of samples
+        Derived("actor.reward_norm.mean_level", "group", "algorithm.name"),
+        Derived(
+            "actor.reward_norm.std_level",
+            "group" if algo.norm_adv_by_std else None,
+            "algorithm.norm_adv_by_std",
+        ),
+        Derived("actor.reward_norm.group_size", algo.group_size, "algorithm.group_size"),
+        Derived("actor.ppo_n_minibatches", algo.mini_batches, "algorithm.mini_batches"),
+        Derived("actor.mb_spec.max_tokens_per_mb", algo.micro_batch_tokens, "algorithm.micro_batch_tokens"),
+        Derived(
+            "actor.gradient_checkpointing", algo.gradient_checkpointing, "algorithm.gradient_checkpointing"
+        ),
+        Derived("train_dataset.path", str(folder / "train.jsonl"), "data.train"),
+        Derived("train_dataset.type", "rl"),
+        Derived("train_dataset.batch_size", data.batch_size, "data.batch_size"),
+        Derived("valid_dataset.path", str(folder / "valid.jsonl"), "data.test"),
+        Derived("valid_dataset.type", "rl"),
+        Derived("valid_dataset.batch_size", data.batch_size, "data.batch_size"),
+        Derived("rollout.consumer_batch_size", data.batch_size, "data.batch_size"),
+        Derived("rollout.max_concurrent_rollouts", rollout.concurrency, "rollout.concurrency"),
+        Derived("rollout.tokenizer_path", model_path, "model"),
+        Derived("total_train_steps", run.steps, "trainer.steps"),
+        # enough passes over the data for `steps`; total_train_steps stops the run
+        Derived("total_train_epochs", max(1, math.ceil(run.steps * data.batch_size / rows))),
+        Derived("saver.freq_steps", run.save_every or None, "trainer.save_every"),
+        Derived("evaluator.freq_steps", run.eval_every or None, "trainer.eval_every"),
+        Derived("evaluator.eval_before_train", run.eval_before, "trainer.eval_before"),
+    ]
+    if algo.kl_coef > 0:
+        values.append(Derived("ref.path", model_path, "model"))
+        values.append(Derived("ref.backend", "fsdp:d1"))
+    for section in _NAMED:
+        values.append(Derived(f"{section}.experiment_name", "${experiment_name}"))
+        values.append(Derived(f"{section}.trial_name", "${trial_name}"))
+        if "fileroot" in areal_fields()["fields"][section]:
+            values.append(Derived(f"{section}.fileroot", "${cluster.fileroot}"))
+    return values
+
+
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+    native = inputs.config.areal if inputs.config.backend == "areal" else {}
+    check_keys(native)
+    return fill(native, derived_values(inputs, folder, model_path), inputs, "areal")
+
+
+def write_jsonl(tasks, path: Path) -> None:
+    """One row per task for AReaL's dataloader; the workflow turns it back into our Task."""
+    path.write_text("".join(json.dumps({"task_id": t.id, TASK_FIELD: task_to_json(t)}) + "\n" for t in tasks))
+
+
+def command(config_path: Path) -> tuple[str, ...]:
+    # AReaL's single-controller launch: the entry script starts AReaL's local scheduler
+    return (sys.executable, "-m", ENTRY, "--config", str(config_path))
+
+
+def render(inputs: RunInputs) -> RenderedRun:
+    from aworld_train.models import resolve_model_path
+
+    cfg = inputs.config
+    folder = (inputs.run_dir / "areal").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = str(resolve_model_path(cfg.model))
+    final = merge_native(inputs, folder, model_path)
+    write_jsonl(inputs.train_tasks, folder / "train.jsonl")
+    write_jsonl(inputs.test_tasks or inputs.train_tasks, folder / "valid.jsonl")
+    spec_path = inputs.spec.write(folder / "agent_spec.yaml")
+    workflow = {
+        "workflow": WORKFLOW,
+        "kwargs": {
+            "spec_path": str(spec_path),
+            "reward": inputs.reward.reference,
+            "reward_kwargs": inputs.reward.kwargs,
+            "rollout": cfg.rollout.model_dump(mode="json"),
+            "tokenizer": model_path,
+        },
+    }
+    (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))
+    config_path = folder / "areal_config.yaml"
+    config_path.write_text(yaml.safe_dump(final, sort_keys=False))
+    (inputs.run_dir / "config.yaml").write_text(cfg.render())
+    return RenderedRun("areal", folder, config_path, command(config_path), final)

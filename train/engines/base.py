@@ -1,0 +1,72 @@
+"""What every engine receives and implements.
+
+An engine never sees the facade: it gets a frozen `RunInputs` with everything the
+facade checked (config, agent spec, reward, tasks, run folder) and the common
+fields the user set, which decide whether a native key may differ from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from aworld_train.aworld.agent_spec import AgentSpec
+    from aworld_train.config import TrainConfig
+    from aworld_train.reward import RewardFunction
+    from aworld_train.rollout.trajectory import Task
+
+
+@dataclass(frozen=True)
+class NativeInputs:
+    """What an engine's native config section supplies instead of our common fields."""
+
+    reward: str | None = None  # a 'path:function' reference the native section names
+    has_train_files: bool = False  # the native section names its own training data
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    config: TrainConfig
+    spec: AgentSpec
+    reward: RewardFunction
+    train_tasks: tuple[Task, ...]
+    test_tasks: tuple[Task, ...]
+    run_dir: Path
+    # dotted common fields the user set (`algorithm.group_size`, `data.train`, ...)
+    user_set: frozenset[str] = field(default_factory=frozenset)
+
+    def explicit(self, common: str) -> bool:
+        """Did the user set this common field (or, for a bare section name, that section)?"""
+        return common in self.user_set
+
+
+@dataclass(frozen=True)
+class RenderedRun:
+    """A run folder an engine wrote, and the command that launches it."""
+
+    engine: str
+    folder: Path
+    config_path: Path
+    command: tuple[str, ...]
+    final: Any = None  # the engine's final config object, for inspection
+
+    def config_text(self) -> str:
+        return self.config_path.read_text()
+
+
+class Engine(Protocol):
+    name: str
+
+    def native_inputs(self, config: TrainConfig) -> NativeInputs:
+        """What the config's native section for this engine supplies (reward, data files)."""
+        ...
+
+    def render(self, inputs: RunInputs) -> RenderedRun | None:
+        """Write the run folder; None for an engine that needs none (local)."""
+        ...
+
+    def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+        """Train to the end; a summary of the run."""
+        ...

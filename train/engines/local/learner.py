@@ -1,0 +1,226 @@
+"""The local GRPO update: trajectories in, one or more AdamW steps out.
+
+Samples are the ledger segments of trainable trajectories (failed episodes carry
+no loss). Old logprobs are the rollout's own, recorded by the policy when it
+sampled; their mismatch with the trainer's recomputation is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import torch
+
+from aworld_train.config import AlgorithmConfig
+from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
+from aworld_train.rollout.codec import episode_samples
+from aworld_train.rollout.trajectory import Trajectory
+
+
+@dataclass
+class Sample:
+    ids: list[int]
+    prompt_len: int
+    mask: list[int]  # over response positions
+    old_logprobs: list[float]  # over response positions
+    advantage: float
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def build_samples(
+    trajectories: list[Trajectory],
+    group_of: list,
+    norm_by_std: bool = True,
+    train_on_malformed: bool = False,
+) -> tuple[list[Sample], list[float]]:
+    """Samples for the loss and the advantage of every trajectory (0 for those left out).
+
+    The codec's rules: a failed episode has no sample and no place in its group's baseline;
+    every segment of an episode is a sample with the episode's advantage."""
+    episodes = [episode_samples(t, train_on_malformed) for t in trajectories]
+    kept = [i for i, e in enumerate(episodes) if e.trainable]
+    adv_kept = group_advantages([episodes[i].reward for i in kept], [group_of[i] for i in kept], norm_by_std)
+    advantages = [0.0] * len(trajectories)
+    samples = []
+    for i, advantage in zip(kept, adv_kept, strict=True):
+        advantages[i] = advantage
+        for seg in episodes[i].segments:
+            samples.append(
+                Sample(
+                    seg.prompt_ids + seg.response_ids,
+                    len(seg.prompt_ids),
+                    seg.response_mask,
+                    seg.response_logprobs,
+                    advantage,
+                )
+            )
+    return samples, advantages
+
+
+def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
+    """Greedy packing by padded size (rows x longest row) within the budget; one oversize sample stands alone."""
+    batches: list[list[Sample]] = []
+    current: list[Sample] = []
+    for sample in sorted(samples, key=len):  # ascending: the newest sample is the widest
+        if current and len(sample) * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current = []
+        current.append(sample)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor]:
+    width = max(len(s) for s in batch)
+    n = len(batch)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((n, width), dtype=torch.long)
+    # targets are ids[:, 1:]; loss positions are response tokens
+    mask = torch.zeros((n, width - 1))
+    old = torch.zeros((n, width - 1))
+    adv = torch.zeros((n, 1))
+    for i, s in enumerate(batch):
+        ids[i, : len(s)] = torch.tensor(s.ids)
+        attention[i, : len(s)] = 1
+        start = s.prompt_len - 1
+        mask[i, start : start + len(s.mask)] = torch.tensor(s.mask, dtype=torch.float)
+        old[i, start : start + len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float)
+        adv[i, 0] = s.advantage
+    return {
+        k: v.to(device)
+        for k, v in {"ids": ids, "attention": attention, "mask": mask, "old": old, "adv": adv}.items()
+    }
+
+
+class GRPOLearner:
+    def __init__(
+        self, model, algo: AlgorithmConfig, temperature: float, pad_id: int, ref_model=None, lock=None
+    ) -> None:
+        self.model = model
+        self.algo = algo
+        self.temperature = temperature
+        self.pad_id = pad_id
+        self.ref_model = ref_model if algo.kl_coef > 0 else None
+        self.lock = lock or contextlib.nullcontext()
+        if algo.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.config.use_cache = False
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=algo.lr, weight_decay=algo.weight_decay)
+        warmup = algo.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+        )
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def _logprobs(self, model, batch) -> torch.Tensor:
+        """Logprobs of the response tokens ([B, T-1], 0 elsewhere).
+
+        The vocabulary projection runs only at loss positions: on a prompt-heavy agent
+        batch that is most of the LM head's compute and memory saved.
+        """
+        ids, mask = batch["ids"], batch["mask"] > 0
+        targets = ids[:, 1:][mask]
+        decoder, head = model.get_decoder(), model.get_output_embeddings()
+        if decoder is None or head is None or getattr(model.config, "final_logit_softcapping", None):
+            logits = model(input_ids=ids, attention_mask=batch["attention"]).logits[:, :-1][mask]
+        else:
+            hidden = decoder(input_ids=ids, attention_mask=batch["attention"]).last_hidden_state[:, :-1]
+            logits = head(hidden[mask])
+        out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
+        out[mask] = token_logprobs(logits, targets, self.temperature)
+        return out
+
+    def step(self, samples: list[Sample]) -> dict[str, float]:
+        """One GRPO update over `samples` (split into `mini_batches` optimizer steps)."""
+        if not samples:
+            return {"skipped": 1.0}
+        with self.lock:
+            return self._step(samples)
+
+    def _step(self, samples: list[Sample]) -> dict[str, float]:
+        algo = self.algo
+        self.model.train()
+        per_mini = math.ceil(len(samples) / algo.mini_batches)
+        minis = [samples[i : i + per_mini] for i in range(0, len(samples), per_mini)]
+        totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
+        mismatch_sum = mismatch_max = 0.0
+        mismatch_tokens = 0
+        micro_count = 0
+        for mini_index, mini in enumerate(minis):
+            n_tokens = sum(sum(s.mask) for s in mini)
+            n_seqs = len(mini)
+            # Without a KL term a zero-advantage sample adds exactly nothing to the gradient:
+            # skip its forward/backward, but keep it in the denominators above.
+            active = mini if self.ref_model is not None else [s for s in mini if s.advantage != 0.0]
+            for micro in micro_batches(active, algo.micro_batch_tokens):
+                batch = _collate(micro, self.pad_id, self.device)
+                logprobs = self._logprobs(self.model, batch)
+                mask = batch["mask"]
+                pg, stats = policy_loss(
+                    logprobs,
+                    batch["old"],
+                    batch["adv"],
+                    mask,
+                    algo.clip_low,
+                    algo.clip_high,
+                    algo.loss_agg_mode,
+                )
+                loss = pg
+                kl_value = 0.0
+                if self.ref_model is not None:
+                    with torch.no_grad():
+                        ref = self._logprobs(self.ref_model, batch)
+                    kl = aggregate(kl_k3(logprobs, ref), mask, algo.loss_agg_mode)
+                    loss = loss + algo.kl_coef * kl
+                    kl_value = float(kl)
+                # weight so the sum over micro-batches equals the mini-batch aggregate
+                weight = (
+                    float(mask.sum()) / max(n_tokens, 1)
+                    if algo.loss_agg_mode == "token-mean"
+                    else len(micro) / n_seqs
+                )
+                (loss * weight).backward()
+                if mini_index == 0:
+                    with torch.no_grad():
+                        diff = (logprobs.detach() - batch["old"]).abs() * mask
+                        mismatch_sum += float(diff.sum())
+                        mismatch_max = max(mismatch_max, float(diff.max()))
+                        mismatch_tokens += int(mask.sum())
+                totals["loss"] += float(loss.detach()) * weight / len(minis)
+                totals["pg_loss"] += float(pg.detach()) * weight / len(minis)
+                totals["kl"] += kl_value * weight / len(minis)
+                totals["clip_frac"] += stats["clip_frac"] * weight / len(minis)
+                micro_count += 1
+            if not active:
+                continue
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), algo.grad_clip)
+            totals["grad_norm"] += float(grad_norm) / len(minis)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.model.eval()
+        return {
+            **totals,
+            "lr": self.scheduler.get_last_lr()[0],
+            "logprob_mismatch_mean": mismatch_sum / max(mismatch_tokens, 1),
+            "logprob_mismatch_max": mismatch_max,
+            "train_tokens": float(sum(sum(s.mask) for s in samples)),
+            "samples": float(len(samples)),
+            "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
+            "micro_batches": float(micro_count),
+        }
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])

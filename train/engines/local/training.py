@@ -1,0 +1,248 @@
+"""backend: local: one process, a transformers model on CPU or one GPU, GRPO over real AWorld episodes."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import resource
+import shutil
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from aworld_train.engines.local.learner import GRPOLearner, build_samples
+from aworld_train.evaluate import CORRECT, EvalReport, evaluate
+from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+from aworld_train.rollout.local_policy import local_runtime
+from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.run_folder import RunFolder
+from aworld_train.servers import running_envs
+
+if TYPE_CHECKING:
+    from aworld_train.engines.base import RunInputs
+
+console = Console(stderr=True)
+
+
+def batch_for_step(tasks: list[Task], step: int, batch_size: int, seed: int) -> list[Task]:
+    """Deterministic batches: epoch e is a seeded shuffle; a resumed run sees the same batches."""
+    out = []
+    for slot in range(step * batch_size, (step + 1) * batch_size):
+        epoch, index = divmod(slot, len(tasks))
+        order = list(range(len(tasks)))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append(tasks[order[index]])
+    return out
+
+
+def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -> dict[str, Any]:
+    n = max(len(trajs), 1)
+    rewards = [t.reward or 0.0 for t in trajs]
+    response_tokens = [sum(sum(s.response_mask) for s in t.segments) for t in trajs]
+    return {
+        "reward_mean": sum(rewards) / n,
+        "success_rate": sum(r >= CORRECT for r in rewards) / n,
+        "tool_call_rate": sum(t.called_tool for t in trajs) / n,
+        "turns_mean": sum(t.num_turns for t in trajs) / n,
+        "sampled_tokens_mean": sum(response_tokens) / n,
+        "episode_s_mean": statistics.fmean(t.timings.get("total_s", 0.0) for t in trajs) if trajs else 0.0,
+        "statuses": dict(Counter(t.status for t in trajs)),
+        "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,
+    }
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class LocalTraining:
+    def __init__(self, inputs: RunInputs, resume: bool = False) -> None:
+        from aworld_train.models import load_model, load_tokenizer
+
+        self.inputs = inputs
+        self.cfg = inputs.config
+        self.folder = RunFolder(inputs.run_dir)
+        self.start_step = 0
+        latest = self.folder.latest_checkpoint() if resume else None
+        if resume and latest is None:
+            console.print(
+                f"[yellow]--resume: no checkpoint in {self.folder.path / 'checkpoints'}; starting fresh"
+            )
+        model_source = str(latest[1]) if latest else self.cfg.model
+        torch.manual_seed(self.cfg.trainer.seed)
+        self.tokenizer = load_tokenizer(model_source)
+        self.model = load_model(model_source)
+        self.model.eval()
+        ref = None
+        if self.cfg.algorithm.kl_coef > 0:
+            ref = load_model(self.cfg.model)
+            ref.eval().requires_grad_(False)
+        self.runtime: RolloutRuntime
+        self.runtime, self.policy = local_runtime(self.cfg, model=self.model, tokenizer=self.tokenizer)
+        self.learner = GRPOLearner(
+            self.model,
+            self.cfg.algorithm,
+            self.cfg.rollout.temperature,
+            self.policy.pad_id,
+            ref,
+            lock=self.policy.lock,
+        )
+        if latest:
+            state = torch.load(latest[1] / "trainer_state.pt", weights_only=False)
+            self.learner.load_state_dict(state["learner"])
+            self.start_step = state["step"]
+            console.print(f"resuming from {latest[1]} (step {self.start_step})")
+        (self.folder.path / "config.yaml").write_text(self.cfg.render())
+        inputs.spec.write(self.folder.path / "agent_spec.yaml")
+
+    # -- pieces ------------------------------------------------------------------
+    def evaluate(self, name: str, step: int) -> EvalReport:
+        report = asyncio.run(
+            evaluate(
+                self.inputs.spec,
+                self.inputs.test_tasks,
+                self.runtime,
+                self.inputs.reward,
+                description=f"eval ({name})",
+            )
+        )
+        self.folder.write_trajectories(f"eval/{name}", report.trajectories)
+        self.folder.log(step, report.summary(), prefix="eval")
+        console.print(f"[bold]held-out ({name}, step {step}):[/bold] {report.text()}")
+        return report
+
+    def save(self, step: int) -> Path:
+        path = self.folder.checkpoint_dir(step)
+        tmp = path.with_name(path.name + ".partial")
+        with self.policy.lock:
+            self.model.save_pretrained(tmp)
+        self.tokenizer.save_pretrained(tmp)
+        torch.save({"step": step, "learner": self.learner.state_dict()}, tmp / "trainer_state.pt")
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.rename(path)
+        return path
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.cfg
+        started = time.perf_counter()
+        tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
+        group = cfg.algorithm.group_size
+        trajs = asyncio.run(
+            run_episodes(self.inputs.spec, tasks, self.runtime, self.inputs.reward, samples_per_task=group)
+        )
+        rollout_s = time.perf_counter() - started
+        groups = [f"{i // group}" for i in range(len(trajs))]
+        samples, advantages = build_samples(
+            trajs, groups, cfg.algorithm.norm_adv_by_std, cfg.rollout.train_on_malformed
+        )
+        learn_started = time.perf_counter()
+        update = self.learner.step(samples)
+        metrics = rollout_metrics(trajs, cfg.rollout.train_on_malformed)
+        metrics.update(update)
+        metrics.update(
+            {
+                "rollout_s": rollout_s,
+                "update_s": time.perf_counter() - learn_started,
+                "step_s": time.perf_counter() - started,
+                "peak_rss_mb": peak_rss_mb(),
+                "advantage_abs_mean": sum(abs(a) for a in advantages) / max(len(advantages), 1),
+            }
+        )
+        if cfg.trainer.log_trajectories:
+            self.folder.write_trajectories(
+                f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
+            )
+        self.folder.log(step + 1, metrics)
+        return metrics
+
+    # -- the loop -------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg.trainer
+        before = after = None
+        step_times: list[float] = []
+        step = self.start_step
+        with running_envs(self.cfg.env, self.folder.path):
+            try:
+                if cfg.eval_before and self.inputs.test_tasks and self.start_step == 0:
+                    before = self.evaluate("before", 0)
+                with Progress(
+                    TextColumn("[bold]GRPO"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn(
+                        "reward {task.fields[reward]:.3f} | success {task.fields[success]:.2f} | tools {task.fields[tools]:.2f} | {task.fields[step_s]:.1f}s/step"
+                    ),
+                    TimeElapsedColumn(),
+                    console=console,
+                ) as progress:
+                    bar = progress.add_task(
+                        "train",
+                        total=cfg.steps,
+                        completed=self.start_step,
+                        reward=0.0,
+                        success=0.0,
+                        tools=0.0,
+                        step_s=0.0,
+                    )
+                    for step in range(self.start_step, cfg.steps):
+                        m = self.train_step(step)
+                        step_times.append(m["step_s"])
+                        progress.update(
+                            bar,
+                            advance=1,
+                            reward=m["reward_mean"],
+                            success=m["success_rate"],
+                            tools=m["tool_call_rate"],
+                            step_s=m["step_s"],
+                        )
+                        done = step + 1
+                        if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
+                            self.save(done)
+                        if (
+                            cfg.eval_every
+                            and done % cfg.eval_every == 0
+                            and done < cfg.steps
+                            and self.inputs.test_tasks
+                        ):
+                            self.evaluate(f"step_{done:06d}", done)
+                        step = done
+                final = self.save(cfg.steps) if cfg.steps > self.start_step else None
+                if cfg.eval_after and self.inputs.test_tasks:
+                    after = self.evaluate("after", cfg.steps)
+            except KeyboardInterrupt:
+                if step > self.start_step:
+                    console.print(f"[yellow]interrupted: saved {self.save(step)}")
+                raise
+            finally:
+                curve = self.folder.plot_reward_curve()
+                self.folder.close()
+        summary = {
+            "run_dir": str(self.folder.path),
+            "steps": cfg.steps,
+            "accuracy_before": before.accuracy if before else None,
+            "accuracy_after": after.accuracy if after else None,
+            "reward_curve": str(curve) if curve else None,
+            "final_checkpoint": str(final) if final else None,
+            "step_s_mean": statistics.fmean(step_times) if step_times else None,
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+        }
+        console.print(
+            f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])} "
+            f"after {cfg.steps} steps; reward curve {summary['reward_curve']}"
+        )
+        return summary
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def train(inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+    return LocalTraining(inputs, resume=resume).run()

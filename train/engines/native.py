@@ -1,0 +1,114 @@
+"""What the engine backends (verl, AReaL) share: reading and filling a native config
+section by the precedence rules, and launching the engine with its log streamed.
+
+The rules: a value the user gave wins; an absent, empty or `auto` value is filled
+from the common config; a user value that contradicts a common field the user
+set is an error naming both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aworld_train.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aworld_train.engines.base import RenderedRun, RunInputs
+
+BLANK = (None, "", "auto", "???")
+
+
+def get(tree: dict[str, Any], dotted: str) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def put(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def blank(value: Any) -> bool:
+    return value in BLANK or value == [] or value == {}
+
+
+@dataclass
+class Derived:
+    """One value we fill in an engine's config, and the common-config field it comes from (if any)."""
+
+    key: str
+    value: Any
+    common: str | None = None  # e.g. "algorithm.group_size"; set => contradictions are errors
+
+
+def module_file(module_or_path: str) -> str:
+    if module_or_path.endswith(".py"):
+        return str(Path(module_or_path).resolve())
+    return str(Path(importlib.import_module(module_or_path).__file__).resolve())
+
+
+def same_value(given: Any, derived: Any) -> bool:
+    try:
+        return float(given) == float(derived)
+    except (TypeError, ValueError):
+        return given == derived
+
+
+def fill(
+    native: dict[str, Any],
+    derived: list[Derived],
+    inputs: RunInputs,
+    section: str,
+    same=lambda given, value, key: same_value(given, value),
+) -> dict[str, Any]:
+    """A copy of `native` with every blank filled from `derived`; contradictions raise ConfigError."""
+    out = json.loads(json.dumps(native))
+    for item in derived:
+        given = get(out, item.key)
+        if blank(given):
+            put(out, item.key, item.value)
+        elif item.common and inputs.explicit(item.common) and not same(given, item.value, item.key):
+            raise ConfigError(
+                f"{section}.{item.key}={given!r} contradicts {item.common} (which gives {item.value!r}); "
+                f"set one of them, or make them agree"
+            )
+    return out
+
+
+def launch(command: list[str], inputs: RunInputs, log_name: str) -> tuple[int, Path]:
+    """Run the engine's entry point beside the configured MCP servers, its output streamed
+    to stderr and appended to `<run_dir>/<log_name>`."""
+    from aworld_train.servers import running_envs
+
+    log_path = inputs.run_dir / log_name
+    print(f"launching: {' '.join(command)}\nlog: {log_path}", file=sys.stderr)
+    # the engine's workers inherit the servers' <NAME>_MCP_URL
+    with running_envs(inputs.config.env, inputs.run_dir), log_path.open("a") as log:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:
+                sys.stderr.write(line)
+                log.write(line)
+            returncode = proc.wait()
+    return returncode, log_path
+
+
+def launch_run(
+    run: RenderedRun, inputs: RunInputs, resume_overrides: list[str], resume: bool
+) -> dict[str, Any]:
+    """Launch a rendered run (with the engine's own resume overrides when resuming); its summary."""
+    command = list(run.command) + (resume_overrides if resume else [])
+    returncode, log_path = launch(command, inputs, f"{run.engine}.log")
+    return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

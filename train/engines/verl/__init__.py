@@ -1,0 +1,29 @@
+"""backend: verl: a rendered run folder launched with verl's own `main_ppo`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+
+
+class VerlEngine:
+    name = "verl"
+
+    def native_inputs(self, config) -> NativeInputs:
+        from aworld_train.engines.verl.render import native_inputs
+
+        return native_inputs(config)
+
+    def render(self, inputs: RunInputs) -> RenderedRun:
+        from aworld_train.engines.verl.render import render
+
+        return render(inputs)
+
+    def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+        from aworld_train.engines.native import launch_run
+
+        return launch_run(self.render(inputs), inputs, ["trainer.resume_mode=auto"], resume)
+
+
+ENGINE = VerlEngine()

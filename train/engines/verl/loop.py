@@ -1,0 +1,190 @@
+"""AWorldAgentLoop: verl's agent loop that runs an AWorld agent through our Episode.
+
+verl instantiates it from the run's agent_loop.yaml for every sample. The
+agent's LLM calls go to verl's `LLMServerClient.generate` with one sticky
+request id per episode; the ledger's ids, mask and logprobs come back as
+`AgentLoopOutput`, truncated consistently to `response_length`. A failed episode
+yields an all-zero mask and a status, never invented text.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+
+from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.config import RolloutConfig
+from aworld_train.models import stop_token_ids
+from aworld_train.reward import RewardFunction
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.codec import (
+    TASK_FIELD,
+    SegmentSample,
+    episode_samples,
+    task_from_foreign_row,
+    task_from_json,
+)
+from aworld_train.rollout.episode import Episode, RolloutRuntime
+from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.trajectory import Task, Trajectory
+
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
+
+
+class VerlServerPolicy:
+    """PolicyClient over verl's LLMServerClient: one request id for the whole episode.
+
+    The server's `extra_fields` are kept across calls as verl's own ToolAgentLoop keeps them:
+    the first call's, with `max_global_steps` moved on by later calls. verl's V1 trainer reads
+    `min_global_steps`/`max_global_steps` (the weight versions an episode saw) from every output.
+    """
+
+    def __init__(self, server, base_params: dict[str, Any], stop_token_ids: list[int] | None = None) -> None:
+        self.server = server
+        self.request_id = uuid.uuid4().hex
+        self.base_params = dict(base_params)
+        # vLLM stops at the model's eos only: an end-of-turn token that is not eos must be named
+        if stop_token_ids:
+            self.base_params["stop_token_ids"] = list(stop_token_ids)
+        self.extra_fields: dict[str, Any] = {}
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        params = {**self.base_params, "max_tokens": sampling.max_new_tokens, "logprobs": True}
+        out = await self.server.generate(
+            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params
+        )
+        fields = dict(getattr(out, "extra_fields", None) or {})
+        if not self.extra_fields:
+            self.extra_fields.update(fields)
+        elif fields.get("max_global_steps") is not None:
+            self.extra_fields["max_global_steps"] = fields["max_global_steps"]
+        ids = list(out.token_ids)
+        logprobs = list(out.log_probs) if out.log_probs is not None else None
+        if logprobs is None or len(logprobs) != len(ids):
+            raise RuntimeError(
+                "verl's server returned no logprob per token; set actor_rollout_ref.rollout.calculate_log_probs=true"
+            )
+        finish = _FINISH.get(
+            str(getattr(out, "stop_reason", None) or ""),
+            "length" if len(ids) >= sampling.max_new_tokens else "stop",
+        )
+        return Generation(ids, logprobs, finish)  # type: ignore[arg-type]
+
+
+def task_from_row(kwargs: dict[str, Any]) -> Task:
+    """The dataset row verl passes to `run` back into our Task (ours, or a native verl row)."""
+    extra = kwargs.get("extra_info") or {}
+    if TASK_FIELD in extra:
+        return task_from_json(extra[TASK_FIELD])
+    return task_from_foreign_row(kwargs, kwargs.get("index", ""))
+
+
+def _output(
+    seg: SegmentSample | None,
+    traj: Trajectory,
+    reward: float,
+    prompt_fallback: list[int],
+    response_length: int,
+    pad_id: int,
+    dropped: int,
+    server_fields: dict[str, Any],
+) -> AgentLoopOutput:
+    if seg is None:
+        prompt_ids = traj.segments[0].prompt_ids if traj.segments else prompt_fallback
+        response_ids, mask, logprobs, truncated = [pad_id], [0], [0.0], False
+    else:
+        prompt_ids = seg.prompt_ids
+        response_ids = seg.response_ids[:response_length]
+        logprobs = seg.response_logprobs[:response_length]
+        mask = seg.response_mask[:response_length]
+        truncated = len(seg.response_ids) > response_length
+    # The same keys for every sample, whatever the reward function returned: verl stacks
+    # reward_extra_info across the batch (the function's own extras travel as one JSON string).
+    extra_info = {
+        "status": traj.status,
+        "num_tool_calls": len(traj.tool_calls),
+        "tool_errors": sum(c.error for c in traj.tool_calls),
+        "segments": len(traj.segments),
+        "segments_dropped": dropped,
+        "truncated": truncated,
+        "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
+    }
+    policy_s = traj.timings.get("policy_s", 0.0)
+    return AgentLoopOutput(
+        prompt_ids=list(prompt_ids),
+        response_ids=list(response_ids),
+        response_mask=list(mask),
+        response_logprobs=list(logprobs),
+        reward_score=reward,
+        num_turns=traj.num_turns,
+        metrics=AgentLoopMetrics(
+            generate_sequences=policy_s, tool_calls=max(0.0, traj.timings.get("total_s", 0.0) - policy_s)
+        ),
+        extra_fields={**server_fields, "reward_extra_info": extra_info, "aworld_status": traj.status},
+    )
+
+
+def to_agent_loop_outputs(
+    traj: Trajectory,
+    prompt_fallback: list[int],
+    response_length: int,
+    pad_id: int,
+    train_on_malformed: bool,
+    server_fields: dict[str, Any] | None = None,
+) -> list[AgentLoopOutput]:
+    """verl's V1 trainer: one output per segment, all trained with the episode's advantage; a failed
+    episode gives no output, so it has no loss and no place in its group's baseline."""
+    samples = episode_samples(traj, train_on_malformed)
+    if not samples.trainable:
+        return []
+    return [
+        _output(seg, traj, samples.reward, prompt_fallback, response_length, pad_id, 0, server_fields or {})
+        for seg in samples.segments
+    ]
+
+
+class AWorldAgentLoop(AgentLoopBase):
+    def __init__(
+        self,
+        *args,
+        spec_path: str,
+        rollout: dict[str, Any] | None = None,
+        reward: str | None = None,
+        reward_kwargs: dict[str, Any] | None = None,
+        **kwargs,
+    ) -> None:
+        kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
+        super().__init__(*args, **kwargs)
+        self.spec = load_agent_spec(spec_path)
+        verl_rollout = self.rollout_config
+        self.response_length = int(verl_rollout.response_length)
+        self.prompt_length = int(verl_rollout.prompt_length)
+        settings = dict(rollout or {})
+        settings["max_response_tokens"] = self.response_length
+        settings["max_prompt_tokens"] = self.prompt_length
+        # verl's lengths bound the episode; our own default must not cut it shorter
+        settings["max_total_tokens"] = max(
+            int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
+        )
+        self.settings = RolloutConfig(**settings)
+        self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
+        self.renderer = ChatRenderer(self.tokenizer, tool_block=self.settings.tool_block)
+        self.stop_ids = stop_token_ids(self.tokenizer)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
+        task = task_from_row(kwargs)
+        policy = VerlServerPolicy(self.server_manager, sampling_params, self.stop_ids)
+        runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
+        traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.request_id).run()
+        fallback = self.tokenizer.encode(
+            task.user_turns[0] if task.user_turns else "", add_special_tokens=False
+        )
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        # verl's V1 trainer takes every segment and leaves a failed episode out of its group
+        # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
+        return to_agent_loop_outputs(
+            traj, fallback, self.response_length, pad, self.settings.train_on_malformed, policy.extra_fields
+        )

@@ -1,0 +1,227 @@
+"""backend: verl: render the run folder, then launch `python -m verl.trainer.main_ppo`.
+
+The final config is verl's own defaults, plus the user's native `verl:` keys,
+plus values derived from the common config and the trainer's inputs. The rules:
+a value the user gave wins; an absent, empty or `auto` value is filled; a user
+value that contradicts the common section is an error. Nothing is left at
+verl's example defaults (gsm8k paths, its reward) without the user saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put
+from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
+from aworld_train.errors import ConfigError
+from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
+
+if TYPE_CHECKING:
+    from aworld_train.config import TrainConfig
+
+AGENT_NAME = "aworld_agent"
+
+
+def verl_config_dir() -> Path:
+    try:
+        import verl
+    except ImportError:
+        raise ConfigError("backend 'verl' needs the verl extra: pip install 'aworld-train[verl]'") from None
+    return Path(verl.__file__).parent / "trainer" / "config"
+
+
+def native_value(cfg, dotted: str) -> Any:
+    """A key of the user's native `verl:` section; None where absent, empty or `auto`."""
+    value = get(cfg.verl, dotted) if cfg.backend == "verl" else None
+    return None if value in BLANK else value
+
+
+def native_inputs(cfg: TrainConfig) -> NativeInputs:
+    """A native verl config may name its own parquet files and its reward (custom_reward_function)."""
+    reward = None
+    for section in ("reward.custom_reward_function", "custom_reward_function"):
+        path = native_value(cfg, f"{section}.path")
+        if path:
+            reward = f"{path}:{native_value(cfg, f'{section}.name') or 'compute_score'}"
+            break
+    return NativeInputs(reward=reward, has_train_files=native_value(cfg, "data.train_files") is not None)
+
+
+def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
+    cfg = inputs.config
+    algo, rollout = cfg.algorithm, cfg.rollout
+    reward_path, _, reward_name = inputs.reward.reference.rpartition(":")
+    reward_file = module_file(reward_path)
+    response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_turns * 2
+    return [
+        Derived("data.train_files", str(folder / "train.parquet"), "data.train"),
+        Derived("data.val_files", str(folder / "val.parquet"), "data.test"),
+        Derived("data.train_batch_size", cfg.data.batch_size, "data.batch_size"),
+        Derived("data.max_response_length", response_length, "rollout.max_response_tokens"),
+        *(
+            [Derived("data.max_prompt_length", rollout.max_prompt_tokens, "rollout.max_prompt_tokens")]
+            if rollout.max_prompt_tokens
+            else []
+        ),
+        Derived("actor_rollout_ref.model.path", model_path, "model"),
+        Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
+        Derived("actor_rollout_ref.rollout.name", "vllm"),
+        Derived("actor_rollout_ref.rollout.temperature", rollout.temperature, "rollout.temperature"),
+        Derived("actor_rollout_ref.rollout.calculate_log_probs", True),
+        Derived("actor_rollout_ref.rollout.multi_turn.enable", True),
+        Derived("actor_rollout_ref.rollout.agent.agent_loop_config_path", str(folder / "agent_loop.yaml")),
+        Derived("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_NAME),
+        Derived("actor_rollout_ref.actor.optim.lr", algo.lr, "algorithm.lr"),
+        Derived("actor_rollout_ref.actor.clip_ratio_low", algo.clip_low, "algorithm.clip_low"),
+        Derived("actor_rollout_ref.actor.clip_ratio_high", algo.clip_high, "algorithm.clip_high"),
+        Derived("actor_rollout_ref.actor.use_kl_loss", algo.kl_coef > 0, "algorithm.kl_coef"),
+        Derived("actor_rollout_ref.actor.kl_loss_coef", algo.kl_coef, "algorithm.kl_coef"),
+        Derived("actor_rollout_ref.actor.kl_loss_type", "low_var_kl"),
+        Derived("actor_rollout_ref.actor.loss_agg_mode", algo.loss_agg_mode, "algorithm.loss_agg_mode"),
+        Derived("actor_rollout_ref.actor.ppo_mini_batch_size", cfg.data.batch_size),
+        # token-budgeted micro-batches: agent trajectories vary too much in length for fixed sizes
+        Derived("actor_rollout_ref.actor.use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", True),
+        Derived("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
+        Derived("algorithm.adv_estimator", "grpo", "algorithm.name"),
+        Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
+        Derived("reward.custom_reward_function.path", reward_file, "reward.fn"),
+        Derived("reward.custom_reward_function.name", reward_name, "reward.fn"),
+        # a run continues from the run folder's checkpoints only when asked (`run --resume`)
+        Derived("trainer.resume_mode", "disable"),
+        Derived("trainer.default_local_dir", str(inputs.run_dir.resolve() / "checkpoints")),
+        Derived("trainer.total_training_steps", cfg.trainer.steps, "trainer.steps"),
+        Derived("trainer.save_freq", cfg.trainer.save_every or -1, "trainer.save_every"),
+        Derived("trainer.test_freq", cfg.trainer.eval_every or -1, "trainer.eval_every"),
+        Derived("trainer.val_before_train", cfg.trainer.eval_before, "trainer.eval_before"),
+        Derived("trainer.project_name", "aworld-train"),
+        Derived("trainer.experiment_name", inputs.run_dir.name),
+        Derived("trainer.logger", ["console"]),
+    ]
+
+
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+    """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
+    native = json.loads(json.dumps(inputs.config.verl))
+    legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
+    if isinstance(legacy, dict):
+        for key, value in legacy.items():
+            if get(native, f"reward.custom_reward_function.{key}") in BLANK:
+                put(native, f"reward.custom_reward_function.{key}", value)
+    return fill(native, derived_values(inputs, folder, model_path), inputs, "verl", _same)
+
+
+def _same(given: Any, derived: Any, key: str) -> bool:
+    if key == "reward.custom_reward_function.path":
+        return Path(str(given)).resolve() == Path(str(derived)).resolve()
+    try:
+        return float(given) == float(derived)
+    except (TypeError, ValueError):
+        return given == derived
+
+
+def verl_defaults(overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """verl's own `ppo_trainer` config, composed by Hydra as main_ppo would (no GPU needed)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def compose(native: dict[str, Any]) -> Any:
+    """verl's ppo_trainer defaults with `native` merged in; unknown keys are errors."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    base = verl_defaults()
+    OmegaConf.set_struct(base, True)
+    try:
+        return OmegaConf.merge(base, OmegaConf.create(native))
+    except ConfigKeyError as exc:
+        raise ConfigError(
+            f"verl config: {exc}".split("\n")[0] + " (not a key of verl's ppo_trainer config)"
+        ) from None
+
+
+def validate(final) -> None:
+    """verl's own dataclasses check the sections our loop and its workers read."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    try:
+        omega_conf_to_dataclass(final.actor_rollout_ref.rollout)
+        omega_conf_to_dataclass(final.actor_rollout_ref.actor)
+    except Exception as exc:
+        raise ConfigError(f"verl rejects the rendered config: {exc}") from None
+
+
+def write_parquet(tasks, path: Path) -> None:
+    """verl's row layout (chat `prompt`, `reward_model`, `agent_name`); the task itself rides in extra_info."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [
+        {
+            "prompt": chat_prompt(task),
+            "data_source": task.data_source,
+            "agent_name": AGENT_NAME,
+            "reward_model": {"style": "rule", "ground_truth": ground_truth_text(task.ground_truth)},
+            "extra_info": {"index": index, "task_id": task.id, TASK_FIELD: task_to_json(task)},
+        }
+        for index, task in enumerate(tasks)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def command(folder: Path, config_path: Path) -> tuple[str, ...]:
+    return (
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        f"--config-path={folder}",
+        f"--config-name={config_path.stem}",
+    )
+
+
+def render(inputs: RunInputs) -> RenderedRun:
+    from omegaconf import OmegaConf
+
+    from aworld_train.models import load_tokenizer, resolve_model_path
+
+    cfg = inputs.config
+    folder = (inputs.run_dir / "verl").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = str(resolve_model_path(cfg.model))
+    final = compose(merge_native(inputs, folder, model_path))
+    require_v1(final)
+    fit_token_budgets(final, inputs)
+    validate(final)
+    warn_long_prompts(final, inputs, load_tokenizer(model_path))
+    if inputs.train_tasks:
+        write_parquet(inputs.train_tasks, folder / "train.parquet")
+    if inputs.test_tasks or inputs.train_tasks:
+        write_parquet(inputs.test_tasks or inputs.train_tasks, folder / "val.parquet")
+    spec_path = inputs.spec.write(folder / "agent_spec.yaml")
+    rollout = cfg.rollout.model_dump(mode="json")
+    loop_entry = {
+        "name": AGENT_NAME,
+        "_target_": "aworld_train.engines.verl.loop.AWorldAgentLoop",
+        "spec_path": str(spec_path),
+        "reward": inputs.reward.reference,
+        "reward_kwargs": inputs.reward.kwargs,
+        "rollout": rollout,
+    }
+    (folder / "agent_loop.yaml").write_text(yaml.safe_dump([loop_entry], sort_keys=False))
+    config_path = folder / "verl_config.yaml"
+    OmegaConf.save(final, config_path, resolve=False)
+    (inputs.run_dir / "config.yaml").write_text(cfg.render())
+    return RenderedRun("verl", folder, config_path, command(folder, config_path), final)

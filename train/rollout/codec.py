@@ -1,0 +1,126 @@
+"""The one conversion between our tasks and engine rows, and from trajectories to training samples.
+
+Every engine goes through here, so the rules are the same everywhere:
+
+- A task travels as one JSON field (`aworld_task`) inside the engine's row and comes back
+  equal, system message included.
+- A failed episode (a status in FAILED_STATUSES, or a malformed tool call without
+  `train_on_malformed`) carries no loss and takes no place in its group's baseline.
+- An episode whose agent rewrote its history has several ledger segments: each one is a
+  sample with the episode's advantage. An engine that takes one row per episode (AReaL)
+  trains the first and counts the others as `segments_dropped`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aworld_train.rollout.trajectory import Task, Trajectory
+
+TASK_FIELD = "aworld_task"
+# Decoding sampled ids to text: the same settings on every engine, so a tool call parses the same.
+DECODE_KWARGS = {"skip_special_tokens": True, "clean_up_tokenization_spaces": False}
+
+
+# -- tasks <-> rows --------------------------------------------------------------------
+def task_to_json(task: Task) -> str:
+    return json.dumps(
+        {
+            "id": task.id,
+            "user_turns": task.user_turns,
+            "ground_truth": task.ground_truth,
+            "system": task.system,
+            "data_source": task.data_source,
+            "extra_info": task.extra_info,
+            "row": task.row,
+        },
+        default=str,
+    )
+
+
+def task_from_json(text: str) -> Task:
+    data = json.loads(text)
+    return Task(
+        id=str(data["id"]),
+        user_turns=list(data["user_turns"]),
+        ground_truth=data.get("ground_truth"),
+        system=data.get("system"),
+        data_source=str(data.get("data_source", "aworld_train")),
+        extra_info=dict(data.get("extra_info") or {}),
+        row=dict(data.get("row") or {}),
+    )
+
+
+def chat_prompt(task: Task) -> list[dict[str, str]]:
+    """The task's first prompt as chat messages (an engine's `prompt` column)."""
+    system = [{"role": "system", "content": task.system}] if task.system else []
+    return [*system, {"role": "user", "content": task.user_turns[0]}]
+
+
+def ground_truth_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def task_from_foreign_row(row: dict[str, Any], index: Any = "") -> Task:
+    """A row we did not write (a native verl parquet): chat `prompt`, `reward_model.ground_truth`."""
+    messages = list(row.get("raw_prompt") or row.get("prompt") or [])
+    turns = [m["content"] for m in messages if m.get("role") == "user"]
+    system = next((m["content"] for m in messages if m.get("role") == "system"), None)
+    extra = dict(row.get("extra_info") or {})
+    truth = (row.get("reward_model") or {}).get("ground_truth")
+    return Task(
+        id=str(extra.get("task_id", extra.get("index", index))),
+        user_turns=turns,
+        ground_truth=truth,
+        system=system,
+        data_source=str(row.get("data_source", "aworld_train")),
+        extra_info=extra,
+        row={k: v for k, v in row.items() if k != "raw_prompt"},
+    )
+
+
+# -- trajectories -> samples --------------------------------------------------------------
+@dataclass(frozen=True)
+class SegmentSample:
+    """One ledger segment as an engine trains it."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]  # the loss mask: the ledger's, or all 0 for a failed episode
+    sampled_mask: list[int]  # the ledger's: 1 where the policy sampled the token
+    response_logprobs: list[float]
+
+
+@dataclass(frozen=True)
+class EpisodeSamples:
+    """What an engine trains on from one episode."""
+
+    segments: list[SegmentSample]  # every segment the policy sampled in, in order
+    reward: float
+    in_baseline: bool  # False: a failed episode: no loss, outside its group's mean and std
+
+    @property
+    def trainable(self) -> bool:
+        return self.in_baseline and any(any(s.response_mask) for s in self.segments)
+
+    def one_row(self) -> tuple[SegmentSample | None, int]:
+        """For engines that take one row per episode: the first segment, and how many were dropped."""
+        return (self.segments[0] if self.segments else None), max(0, len(self.segments) - 1)
+
+
+def episode_samples(traj: Trajectory, train_on_malformed: bool = False) -> EpisodeSamples:
+    usable = traj.trainable(train_on_malformed)
+    segments = [
+        SegmentSample(
+            prompt_ids=list(seg.prompt_ids),
+            response_ids=list(seg.response_ids),
+            response_mask=list(seg.response_mask) if usable else [0] * len(seg.response_mask),
+            sampled_mask=list(seg.response_mask),
+            response_logprobs=list(seg.response_logprobs),
+        )
+        for seg in traj.segments
+        if seg.response_ids
+    ]
+    return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable)

@@ -1,0 +1,363 @@
+"""One task run by a real AWorld agent against its MCP tools, recorded token by token.
+
+The episode owns the agent's LLM: every call lands in `complete`, which extends
+the ledger, asks the policy for ids, parses tool calls from the sampled text and
+answers AWorld. AWorld executes the tools. The episode ends on the agent's final
+answer, on max turns, on its timeout, when a tool call gets no answer in time
+(the server hung or died), or on a malformed tool call; every ending is a
+status, and nothing is ever written into the ledger that the policy or the
+template did not produce (ARCHITECTURE.md invariants 1 and 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from aworld_train.aworld import install, provider
+from aworld_train.aworld.agent_spec import AgentSpec, build_agent
+from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_session, run_turn, set_turn
+from aworld_train.config import RolloutConfig
+from aworld_train.errors import RewardError
+from aworld_train.reward import RewardFunction
+from aworld_train.rollout.chat import ChatRenderer, content_text
+from aworld_train.rollout.codec import DECODE_KWARGS
+from aworld_train.rollout.ledger import TokenLedger
+from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.tool_parser import parse_tool_calls
+from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
+
+_TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
+
+
+@dataclass
+class RolloutRuntime:
+    """What every episode of a run shares: the policy, the template and the rollout settings."""
+
+    policy: PolicyClient
+    renderer: ChatRenderer
+    stop_token_ids: list[int]
+    rollout: RolloutConfig
+
+
+class _Ended(Exception):
+    pass
+
+
+class Episode:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        task: Task,
+        runtime: RolloutRuntime,
+        reward: RewardFunction | None = None,
+        episode_id: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.task = task
+        self.runtime = runtime
+        self.cfg = runtime.rollout
+        self.reward = reward
+        self.id = episode_id or uuid.uuid4().hex
+        self.ledger = TokenLedger(runtime.renderer, runtime.stop_token_ids, spec.few_shot)
+        self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
+        self._ended = asyncio.Event()
+        self._turn_calls = 0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._calls_by_id: dict[str, ToolCallRecord] = {}
+        self._policy_s = 0.0
+        self._user_turn = 0
+
+    # -- ending -------------------------------------------------------------
+    def _end(self, status: str, error: str | None = None) -> None:
+        if not self._ended.is_set():
+            self.traj.status = status
+            self.traj.error = error
+            self._ended.set()
+
+    async def _hold(self) -> ModelResponse:
+        """Never answer AWorld again once the episode has ended; the runner is cancelled."""
+        await asyncio.Event().wait()
+        raise _Ended  # pragma: no cover
+
+    def _arm_watchdog(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_later(
+            self.cfg.tool_timeout_s, lambda: loop.create_task(self._tool_no_answer())
+        )
+
+    def _disarm_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    async def _tool_no_answer(self) -> None:
+        down = [name for name, url in self._server_urls() if not await _reachable(url)]
+        if down:
+            self._end(
+                "tool_server_down", f"MCP server(s) {', '.join(down)} stopped answering during a tool call"
+            )
+        else:
+            self._end("tool_timeout", f"a tool call got no result within {self.cfg.tool_timeout_s:g}s")
+
+    def _server_urls(self) -> list[tuple[str, str]]:
+        servers = (self.spec.mcp_config.get("mcpServers") or {}).items()
+        return [(n, c["url"]) for n, c in servers if isinstance(c, dict) and c.get("url")]
+
+    # -- the LLM endpoint AWorld calls --------------------------------------
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ModelResponse:
+        self._disarm_watchdog()
+        if self._ended.is_set():
+            return await self._hold()
+        try:
+            return await self._complete(messages, tools)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # AWorld would retry (with delays) and then report a generic provider error:
+            # end the episode here, with the real cause.
+            self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
+            return await self._hold()
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ModelResponse:
+        self._collect_tool_results(messages)
+        self._turn_calls += 1
+        if self._turn_calls > self.cfg.max_turns:
+            self._end("max_turns")
+            return await self._hold()
+        prompt_ids = self.ledger.prompt(messages, tools)
+        if (
+            self.traj.num_turns == 0
+            and self.cfg.max_prompt_tokens
+            and len(prompt_ids) > self.cfg.max_prompt_tokens
+        ):
+            # never cut the prompt: a left-truncated prompt is not what the ledger holds
+            self._end(
+                "prompt_too_long",
+                f"the first prompt has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
+            )
+            return await self._hold()
+        budget = self.cfg.max_total_tokens - len(prompt_ids)
+        if self.cfg.max_response_tokens is not None:
+            first = self.ledger.segments[0]
+            used = (
+                len(self.ledger) - len(first.prompt_ids)
+                if len(self.ledger.segments) == 1
+                else len(self.ledger)
+            )
+            budget = min(budget, self.cfg.max_response_tokens - used)
+        if budget <= 0:
+            self._end(
+                "truncated",
+                f"no tokens left (max_total_tokens={self.cfg.max_total_tokens}, "
+                f"max_response_tokens={self.cfg.max_response_tokens})",
+            )
+            return await self._hold()
+        sampling = SamplingParams(
+            max_new_tokens=min(self.cfg.max_new_tokens, budget),
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p,
+            top_k=self.cfg.top_k,
+        )
+        started = time.perf_counter()
+        gen = await self.runtime.policy.generate(prompt_ids, sampling)
+        self._policy_s += time.perf_counter() - started
+        text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
+        parsed = parse_tool_calls(text, self.cfg.tool_parser)
+        turn = self.traj.num_turns
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(gen.finish_reason)
+        calls = [
+            ToolCall(id=f"call_{turn}_{i}", function=Function(name=c.name, arguments=json.dumps(c.arguments)))
+            for i, c in enumerate(parsed.calls)
+        ]
+        assistant: dict[str, Any] = {"role": "assistant", "content": parsed.content if calls else text}
+        if calls:
+            assistant["tool_calls"] = [c.to_dict() for c in calls]
+        self.ledger.record(gen, assistant)
+        self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
+        if parsed.malformed:
+            self._end("malformed_tool_call", "; ".join(parsed.errors))
+            return await self._hold()
+        for call, parsed_call in zip(calls, parsed.calls, strict=True):
+            record = ToolCallRecord(
+                call.id, parsed_call.name, parsed_call.arguments, turn=turn, user_turn=self._user_turn
+            )
+            self.traj.tool_calls.append(record)
+            self._calls_by_id[call.id] = record
+        if calls:
+            self._arm_watchdog()
+        else:
+            self.traj.final_answer = text.strip()
+        return ModelResponse(
+            id=f"{self.id}-{turn}",
+            model="aworld-train-policy",
+            content=assistant["content"],
+            tool_calls=calls or None,
+            finish_reason="tool_calls" if calls else "stop",
+            usage={
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": len(gen.token_ids),
+                "total_tokens": len(prompt_ids) + len(gen.token_ids),
+            },
+        )
+
+    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> None:
+        for msg in messages:
+            if msg.get("role") != "tool":
+                continue
+            record = self._calls_by_id.get(msg.get("tool_call_id"))
+            if record is not None and record.result is None:
+                record.result = content_text(msg.get("content"))
+                record.error = record.result.startswith(_TOOL_ERROR_PREFIXES)
+
+    # -- running --------------------------------------------------------------
+    async def run(self) -> Trajectory:
+        install()
+        started = time.perf_counter()
+        provider.attach(self.id, self)
+        try:
+            await self._run_turns(started + self.cfg.episode_timeout_s)
+        except Exception as exc:  # the agent or AWorld broke: keep the episode as data
+            self._end("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._disarm_watchdog()
+            provider.detach(self.id)
+            release_session(self.id)
+        self.traj.segments = self.ledger.segments
+        self.traj.timings = {
+            "total_s": round(time.perf_counter() - started, 4),
+            "policy_s": round(self._policy_s, 4),
+        }
+        self._score()
+        return self.traj
+
+    async def _run_turns(self, deadline: float) -> None:
+        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
+        spec = (
+            self.spec.model_copy(update={"system_prompt": self.task.system})
+            if self.task.system
+            else self.spec
+        )
+        agent = build_agent(
+            spec,
+            llm={
+                "llm_provider": provider.PROVIDER_NAMES[0],
+                "llm_base_url": provider.episode_url(self.id),
+                "llm_model_name": "aworld-train-policy",
+                "llm_api_key": "not-used",
+                "max_steps": self.cfg.max_turns + 2,
+                # later user turns must see the earlier ones: AWorld keys history by task otherwise
+                "memory_config": {
+                    **self.spec.agent_config.get("memory_config", {}),
+                    "history_scope": "session",
+                },
+            },
+            episode_id=self.id,
+            task_id=self.task.id,
+        )
+        for user_turn, turn_text in enumerate(self.task.user_turns):
+            self._user_turn = user_turn
+            self.traj.user_turns = user_turn + 1
+            set_turn(agent, user_turn)
+            self._turn_calls = 0
+            self.traj.final_answer = ""
+            runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))
+            ended = asyncio.ensure_future(self._ended.wait())
+            remaining = max(0.0, deadline - time.perf_counter())
+            done, _ = await asyncio.wait(
+                {runner, ended}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            ended.cancel()
+            if runner not in done:
+                runner.cancel()
+                await asyncio.wait({runner}, timeout=5)
+                self._end("timeout", f"episode_timeout_s={self.cfg.episode_timeout_s:g} passed")
+                return  # a status set earlier (max_turns, tool_timeout, ...) stays
+            response = runner.result()  # raises what the agent raised
+            if self._ended.is_set():
+                return
+            if response is not None and not getattr(response, "success", True):
+                self._end("error", f"AWorld ended the turn without success: {getattr(response, 'msg', '')}")
+                return
+        if self.traj.num_turns == 0:
+            self._end("error", "the agent finished without calling its LLM")
+        self._end("ok")
+
+    def _score(self) -> None:
+        traj = self.traj
+        if self.reward is None or traj.status in FAILED_STATUSES - {"reward_error"}:
+            return
+        if traj.status == "malformed_tool_call":
+            traj.reward = 0.0
+            return
+        try:
+            traj.reward, traj.reward_extras = self.reward(traj, self.task.sample())
+        except RewardError as exc:
+            traj.status, traj.error = "reward_error", str(exc)
+        except Exception as exc:
+            traj.status, traj.error = (
+                "reward_error",
+                f"reward function {self.reward.reference} raised {type(exc).__name__}: {exc}",
+            )
+
+
+def _plain(message: dict[str, Any]) -> dict[str, Any]:
+    out = {"role": message.get("role"), "content": content_text(message.get("content"))}
+    for key in ("tool_calls", "tool_call_id"):
+        if message.get(key):
+            out[key] = (
+                [
+                    {
+                        "id": c.get("id"),
+                        "name": c.get("function", {}).get("name"),
+                        "arguments": c.get("function", {}).get("arguments"),
+                    }
+                    for c in message[key]
+                ]
+                if key == "tool_calls"
+                else message[key]
+            )
+    return out
+
+
+async def _reachable(url: str, timeout: float = 2.0) -> bool:
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def run_episodes(
+    spec: AgentSpec,
+    tasks: list[Task],
+    runtime: RolloutRuntime,
+    reward: RewardFunction | None = None,
+    samples_per_task: int = 1,
+    on_done=None,
+) -> list[Trajectory]:
+    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order."""
+    limit = asyncio.Semaphore(runtime.rollout.concurrency)
+    jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
+
+    async def one(task: Task, k: int) -> Trajectory:
+        async with limit:
+            traj = await Episode(spec, task, runtime, reward).run()
+        if on_done is not None:
+            on_done(traj)
+        return traj
+
+    return list(await asyncio.gather(*(one(t, k) for t, k in jobs)))

@@ -1,0 +1,137 @@
+"""The token ledger: the exact ids of one episode's conversation (ARCHITECTURE.md invariant 1).
+
+Every prompt sent to the policy is the ledger itself. Sampled ids are appended
+as they came (mask 1, with their logprobs); everything else the template adds
+(tool results, new user turns, closing tags) is appended as a template delta
+(mask 0). History is never re-rendered: when the agent's messages stop extending
+what the ledger holds (a summary, a truncation, a changed tool list), the ledger
+starts a new segment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_train.rollout.chat import ChatRenderer, Message, content_text
+from aworld_train.rollout.policy import Generation
+
+
+@dataclass
+class Segment:
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    response_logprobs: list[float] = field(default_factory=list)
+    # ledger length at each policy call: prompt k is ids[:turn_starts[k]]
+    turn_starts: list[int] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.prompt_ids + self.response_ids
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.response_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_ids": self.prompt_ids,
+            "response_ids": self.response_ids,
+            "response_mask": self.response_mask,
+            "response_logprobs": self.response_logprobs,
+            "turn_starts": self.turn_starts,
+        }
+
+
+def _args(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def normalize(message: Message) -> tuple:
+    """What must be equal for a message to count as already in the ledger."""
+    role = message.get("role")
+    calls = tuple(
+        (
+            c.get("function", {}).get("name"),
+            json.dumps(_args(c.get("function", {}).get("arguments")), sort_keys=True),
+        )
+        for c in (message.get("tool_calls") or [])
+    )
+    if role == "assistant" and calls:
+        # AWorld may re-wrap the text beside a tool call; the calls identify the turn.
+        return (role, calls)
+    return (role, content_text(message.get("content")).strip(), calls, message.get("tool_call_id"))
+
+
+class TokenLedger:
+    def __init__(
+        self, renderer: ChatRenderer, stop_token_ids: list[int], few_shot: list[Message] | None = None
+    ) -> None:
+        self.renderer = renderer
+        self.few_shot = list(few_shot or [])
+        self.stop_token_ids = set(stop_token_ids)
+        self.segments: list[Segment] = []
+        self._seen: list[tuple] = []
+        self._tools_key: str | None = None
+        self._last: Generation | None = None
+
+    @property
+    def current(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    def __len__(self) -> int:
+        return len(self.current) if self.current else 0
+
+    def prompt(self, messages: list[Message], tools: list[dict] | None) -> list[int]:
+        """Bring the ledger up to `messages` and return the ids to send to the policy."""
+        norm = [normalize(m) for m in messages]
+        tools_key = json.dumps(tools or [], sort_keys=True)
+        seg = self.current
+        extends = (
+            seg is not None
+            and self._last is not None
+            and tools_key == self._tools_key
+            and len(norm) > len(self._seen)
+            and norm[: len(self._seen)] == self._seen
+        )
+        if extends:
+            last = self._last
+            stop_text = ""
+            ended_with_stop = (
+                last.finish_reason == "stop"
+                and bool(last.token_ids)
+                and last.token_ids[-1] in self.stop_token_ids
+            )
+            if ended_with_stop:
+                stop_text = self.renderer.tokenizer.decode([last.token_ids[-1]])
+            delta = self.renderer.render_delta(messages[len(self._seen) :], ended_with_stop, stop_text)
+            seg.response_ids.extend(delta)
+            seg.response_mask.extend([0] * len(delta))
+            seg.response_logprobs.extend([0.0] * len(delta))
+        else:
+            self.segments.append(
+                Segment(prompt_ids=self.renderer.render_prompt(messages, tools, self.few_shot))
+            )
+            seg = self.current
+        self._seen = norm
+        self._tools_key = tools_key
+        self._last = None
+        seg.turn_starts.append(len(seg))
+        return seg.ids
+
+    def record(self, generation: Generation, assistant_message: Message) -> None:
+        """Append what the policy sampled, exactly, and remember the message AWorld will echo back."""
+        seg = self.current
+        if seg is None:
+            raise RuntimeError("record() before prompt()")
+        seg.response_ids.extend(generation.token_ids)
+        seg.response_mask.extend([1] * len(generation.token_ids))
+        seg.response_logprobs.extend(float(x) for x in generation.logprobs)
+        self._seen.append(normalize(assistant_message))
+        self._last = generation

@@ -1,0 +1,116 @@
+"""What one episode produced: exact tokens per segment, the conversation, tool calls, status."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aworld_train.rollout.ledger import Segment
+
+# Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2).
+FAILED_STATUSES = frozenset(
+    {"timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long"}
+)
+STATUSES = ("ok", "max_turns", "truncated", "malformed_tool_call", *sorted(FAILED_STATUSES))
+
+
+@dataclass
+class ToolCallRecord:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str | None = None
+    error: bool = False
+    turn: int = 0  # the LLM call that made it
+    user_turn: int = 0  # the user turn it answers
+
+
+@dataclass
+class Task:
+    """One dataset row as the episode sees it."""
+
+    id: str
+    user_turns: list[str]
+    ground_truth: Any = None
+    system: str | None = None
+    data_source: str = "aworld_train"
+    extra_info: dict[str, Any] = field(default_factory=dict)
+    row: dict[str, Any] = field(default_factory=dict)
+
+    def sample(self) -> dict[str, Any]:
+        """The row as reward functions receive it."""
+        return {
+            **self.row,
+            "task_id": self.id,
+            "ground_truth": self.ground_truth,
+            "data_source": self.data_source,
+            "extra_info": self.extra_info,
+        }
+
+
+@dataclass
+class Trajectory:
+    episode_id: str
+    task_id: str
+    status: str = "ok"
+    error: str | None = None
+    segments: list[Segment] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    final_answer: str = ""
+    num_turns: int = 0  # LLM calls
+    user_turns: int = 0  # user turns begun
+    finish_reasons: list[str] = field(default_factory=list)
+    reward: float | None = None
+    reward_extras: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    ground_truth: Any = None
+
+    # The single-segment view most consumers want; multi-segment episodes use `segments`.
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.segments[0].prompt_ids if self.segments else []
+
+    @property
+    def response_ids(self) -> list[int]:
+        return self.segments[0].response_ids if self.segments else []
+
+    @property
+    def response_mask(self) -> list[int]:
+        return self.segments[0].response_mask if self.segments else []
+
+    @property
+    def response_logprobs(self) -> list[float]:
+        return self.segments[0].response_logprobs if self.segments else []
+
+    def trainable(self, train_on_malformed: bool = False) -> bool:
+        if self.status in FAILED_STATUSES:
+            return False
+        if self.status == "malformed_tool_call" and not train_on_malformed:
+            return False
+        return any(any(s.response_mask) for s in self.segments)
+
+    @property
+    def called_tool(self) -> bool:
+        return bool(self.tool_calls)
+
+    def to_dict(self, with_tokens: bool = True) -> dict[str, Any]:
+        data = {
+            "episode_id": self.episode_id,
+            "task_id": self.task_id,
+            "status": self.status,
+            "error": self.error,
+            "reward": self.reward,
+            "reward_extras": self.reward_extras,
+            "final_answer": self.final_answer,
+            "ground_truth": self.ground_truth,
+            "num_turns": self.num_turns,
+            "user_turns": self.user_turns,
+            "finish_reasons": self.finish_reasons,
+            "timings": self.timings,
+            "messages": self.messages,
+            "tool_calls": [asdict(c) for c in self.tool_calls],
+        }
+        if with_tokens:
+            data["segments"] = [s.to_dict() for s in self.segments]
+        return data
