@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
@@ -24,7 +26,12 @@ from aworld_train.protocol import EPISODE_HEADER
 # Servers the gateway runs answer statelessly in plain JSON: an episode's session to them is
 # then two requests to open and one per call, with no standing stream or server-side state
 # (episodes are told apart by the X-Episode-Id header, not by MCP session).
-RUN_ENV = {"FASTMCP_STATELESS_HTTP": "true", "FASTMCP_JSON_RESPONSE": "true", "PYTHONUNBUFFERED": "1"}
+RUN_ENV = {
+    "FASTMCP_STATELESS_HTTP": "true",
+    "FASTMCP_JSON_RESPONSE": "true",
+    "FASTMCP_LOG_LEVEL": "WARNING",  # a rich log line per request costs more than the request
+    "PYTHONUNBUFFERED": "1",
+}
 
 log = logging.getLogger("aworld_train.gaia.gateway")
 
@@ -45,10 +52,17 @@ class Backend:
         self.log_dir = log_dir
         self.extra_env = extra_env or {}
         # One pooled HTTP client for all of this backend's sessions (a client each costs ~1 MB).
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        # Idle connections are dropped after 2 s, before the server's own 5 s keep-alive ends
+        # them: reusing one the server is closing fails the request with a ReadError.
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=2.0
+        )
         self.http = httpx.AsyncClient(
             limits=limits, timeout=httpx.Timeout(30.0, read=None), follow_redirects=True
         )
+        # Requests past the pool's size wait here, not in httpcore's queue, whose every
+        # hand-over scans all waiting requests (quadratic with a thousand episodes).
+        self.slots = asyncio.Semaphore(max_connections)
         self.status = "starting"
         self.reason = ""
         self.restarts = 0
@@ -121,6 +135,14 @@ class Backend:
     def url(self) -> str | None:
         return self._process.url if self._process else self.config.url
 
+    @property
+    def stateless(self) -> bool:
+        """Servers the gateway runs itself answer statelessly (RUN_ENV); others may keep MCP session state."""
+        return self.config.kind == "run"
+
+    def session(self, episode: str) -> BackendSession | StatelessSession:
+        return StatelessSession(self, episode) if self.stateless else BackendSession(self, episode)
+
     @asynccontextmanager
     async def streams(self, episode: str) -> AsyncIterator[tuple]:
         """The (read, write) streams of a new MCP connection for `episode`."""
@@ -163,8 +185,61 @@ class _Borrowed:
         return None
 
 
+class StatelessSession:
+    """One episode's session to a stateless backend: no MCP handshake and no standing task;
+    each call is one JSON-RPC request over the backend's pooled client, carrying the
+    episode id, which is all such a server keys its state by."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, backend: Backend, episode: str) -> None:
+        self.backend = backend
+        self.episode = episode
+        self.generation = backend.generation
+        self.last_used = asyncio.get_running_loop().time()
+        self._headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            EPISODE_HEADER: episode,
+        }
+
+    async def open(self, timeout_s: float) -> StatelessSession:
+        return self
+
+    @property
+    def usable(self) -> bool:
+        return self.generation == self.backend.generation
+
+    async def call(self, tool: str, arguments: dict, timeout_s: float) -> types.CallToolResult:
+        self.last_used = asyncio.get_running_loop().time()
+        request = types.JSONRPCRequest(
+            jsonrpc="2.0",
+            id=next(self._ids),
+            method="tools/call",
+            params={"name": tool, "arguments": arguments},
+        )
+        body = request.model_dump_json(by_alias=True, exclude_none=True)
+        async with self.backend.slots:
+            # `/mcp/`: the server's mount; `/mcp` answers with a redirect first.
+            url = self.backend.url.rstrip("/") + "/"
+            response = await self.backend.http.post(
+                url, content=body, headers=self._headers, timeout=timeout_s + 5
+            )
+        if not response.content:
+            response.raise_for_status()
+        message = types.JSONRPCMessage.model_validate_json(response.content).root
+        if isinstance(message, types.JSONRPCError):
+            raise RuntimeError(f"{message.error.message} (code {message.error.code})")
+        if not isinstance(message, types.JSONRPCResponse):
+            raise RuntimeError(f"expected a JSON-RPC response, got {type(message).__name__}")
+        return types.CallToolResult.model_validate(message.result)
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        return None
+
+
 class BackendSession:
-    """One episode's MCP session to one backend.
+    """One episode's MCP session to one backend (a `url` or `command` server).
 
     The session lives in a task of its own: the MCP client's context managers hold anyio
     cancel scopes, which must be entered and exited by the same task, while tool calls

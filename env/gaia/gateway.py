@@ -51,7 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession
+from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession, StatelessSession
 from aworld_train.env.gaia.sandbox import ROOT_ENV, SALT_ENV, folder_name
 from aworld_train.env.gaia.settings import TOKEN_ENV, GatewaySettings, load_settings
 from aworld_train.env.mcp_fixes import contain_session_errors
@@ -130,7 +130,7 @@ class Gateway:
         self._released = 0
         self.tools: dict[str, list[types.Tool]] = {}  # server -> tools as the gateway lists them
         self.routes: dict[str, tuple[Backend, str]] = {}  # listed tool name -> (backend, its own name)
-        self.sessions: OrderedDict[tuple[str, str], BackendSession] = OrderedDict()
+        self.sessions: OrderedDict[tuple[str, str], BackendSession | StatelessSession] = OrderedDict()
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         self._monitor: asyncio.Task | None = None
 
@@ -212,7 +212,7 @@ class Gateway:
                 give_memory_back()
 
     # ---- sessions
-    async def _session(self, backend: Backend, episode: str) -> BackendSession:
+    async def _session(self, backend: Backend, episode: str) -> BackendSession | StatelessSession:
         key = (episode, backend.name)
         async with self._opening.setdefault(key, asyncio.Lock()):
             session = self.sessions.get(key)
@@ -233,7 +233,7 @@ class Gateway:
                     f"the gateway is busy: no backend session could start within {self.settings.connect_timeout_s:g}s"
                 ) from None
             try:
-                session = await BackendSession(backend, episode).open(self.settings.connect_timeout_s)
+                session = await backend.session(episode).open(self.settings.connect_timeout_s)
             finally:
                 self._open_slots.release()
             self.sessions[key] = session
@@ -383,6 +383,17 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+class _Asgi:
+    """An ASGI callable that Starlette's Route passes the raw scope (a plain function it would
+    wrap as a request handler)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+
+
 def security_settings(settings: GatewaySettings, host: str = "127.0.0.1", port: int | None = None):
     hosts = [*LOOPBACK_HOSTS, *settings.allowed_hosts]
     hosts += [h.strip() for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
@@ -431,6 +442,8 @@ def build_app(gateway: Gateway, token: str | None = None, host: str = "127.0.0.1
     routes = [
         Route("/health", health),
         Route("/episodes/{episode_id}", release, methods=["DELETE"]),
+        # `/mcp` itself is served, not redirected to `/mcp/`: a redirect doubles every request.
+        Route("/mcp", endpoint=_Asgi(mcp_app), methods=["GET", "POST", "DELETE"]),
         Mount("/mcp", app=mcp_app),
     ]
     security = security_settings(gateway.settings, host)
@@ -458,5 +471,5 @@ def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) ->
     gateway = Gateway(load_settings(), log_dir)
     uvicorn.run(
         build_app(gateway, token, host), host=host, port=port, log_level="warning", timeout_graceful_shutdown=3,
-        backlog=4096,
+        backlog=4096, timeout_keep_alive=30,  # clients reuse their connection between an episode's calls
     )  # fmt: skip
