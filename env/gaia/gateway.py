@@ -56,7 +56,7 @@ from aworld_train.env.gaia.sandbox import ROOT_ENV, SALT_ENV, folder_name
 from aworld_train.env.gaia.settings import TOKEN_ENV, GatewaySettings, load_settings
 from aworld_train.env.mcp_fixes import contain_session_errors
 from aworld_train.errors import ConfigError
-from aworld_train.protocol import EPISODE_HEADER
+from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH
 
 SERVERS_HEADER = "MCP_SERVERS"
 PREFIX_SEPARATOR = "__"
@@ -441,7 +441,8 @@ def build_app(gateway: Gateway, token: str | None = None, host: str = "127.0.0.1
         mcp_app = RequireAuthMiddleware(handle_mcp, required_scopes=[])
     routes = [
         Route("/health", health),
-        Route("/episodes/{episode_id}", release, methods=["DELETE"]),
+        # `:path`: an id holding "/" arrives percent-encoded and is decoded before routing.
+        Route(EPISODE_RELEASE_PATH.replace("}", ":path}"), release, methods=["DELETE"]),
         # `/mcp` itself is served, not redirected to `/mcp/`: a redirect doubles every request.
         Route("/mcp", endpoint=_Asgi(mcp_app), methods=["GET", "POST", "DELETE"]),
         Mount("/mcp", app=mcp_app),

@@ -29,6 +29,7 @@ from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.release import release_episode
 from aworld_train.rollout.tool_parser import parse_tool_calls
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
@@ -233,6 +234,7 @@ class Episode:
             self._disarm_watchdog()
             provider.detach(self.id)
             release_session(self.id)
+            await release_episode(self.spec.mcp_config, self.id)  # the tool servers' state for it
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
