@@ -214,7 +214,9 @@ def main() -> None:
         "python": {"run": "gaia-python", "timeout_s": 600},
         "calculator": {"run": "calculator"},
     }
-    config = {"servers": servers, "call_timeout_s": 600, "connect_timeout_s": 120}
+    # Calls queue for minutes at 1024 episodes on 2 cores: sessions must not close as idle
+    # between an episode's calls, so that its release finds (and the bench checks) both.
+    config = {"servers": servers, "call_timeout_s": 600, "connect_timeout_s": 120, "session_idle_s": 900}
     (folder / "servers.yaml").write_text(yaml.safe_dump(config))
     env = {
         "GAIA_GATEWAY_CONFIG": str(folder / "servers.yaml"),

@@ -197,6 +197,7 @@ class StatelessSession:
         self.episode = episode
         self.generation = backend.generation
         self.last_used = asyncio.get_running_loop().time()
+        self.calls = 0  # in flight; the gateway never closes a session as idle while one runs
         self._headers = {
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
@@ -252,6 +253,7 @@ class BackendSession:
         self.generation = backend.generation
         self.session: ClientSession | None = None
         self.last_used = asyncio.get_running_loop().time()
+        self.calls = 0
         self._ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
         self._task: asyncio.Task | None = None

@@ -203,7 +203,11 @@ class Gateway:
                     with contextlib.suppress(BackendDown):
                         await backend.ensure_running()
             now = asyncio.get_running_loop().time()
-            idle = [k for k, s in self.sessions.items() if now - s.last_used > self.settings.session_idle_s]
+            idle = [
+                k
+                for k, s in self.sessions.items()
+                if not s.calls and now - s.last_used > self.settings.session_idle_s
+            ]
             for key in idle:
                 await self._drop(key)
             self._released += len(idle)
@@ -280,7 +284,7 @@ class Gateway:
         except Exception as exc:
             raise ToolCallFailed(f"tool server {backend.name!r} is unreachable: {exc!r}") from None
         timeout = backend.config.timeout_s or self.settings.call_timeout_s
-        call = asyncio.create_task(session.call(own_name, arguments, timeout))
+        call = asyncio.create_task(_counted(session, own_name, arguments, timeout))
         # Only a server the gateway runs has a process to watch; others fail their call themselves.
         death = asyncio.create_task(_wait_for_death(backend)) if backend.config.kind == "run" else None
         try:
@@ -320,6 +324,16 @@ class Gateway:
         ok = all(s["status"] in ("ready", "disabled") for s in servers.values())
         return {"status": "ok" if ok else "degraded", "servers": servers, "sessions": len(self.sessions),
                 "episodes": len({episode for episode, _ in self.sessions})}  # fmt: skip
+
+
+async def _counted(session: BackendSession | StatelessSession, tool: str, arguments: dict, timeout: float):
+    """A call that keeps its session from counting as idle until it has ended."""
+    session.calls += 1
+    try:
+        return await session.call(tool, arguments, timeout)
+    finally:
+        session.calls -= 1
+        session.last_used = asyncio.get_running_loop().time()
 
 
 async def _wait_for_death(backend: Backend, every_s: float = 0.1) -> None:
