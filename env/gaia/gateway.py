@@ -31,6 +31,7 @@ import os
 import resource
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from collections import OrderedDict
@@ -466,11 +467,24 @@ def build_app(gateway: Gateway, token: str | None = None, host: str = "127.0.0.1
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
+def _use_system_allocator() -> None:
+    """Start again (same pid, same command line) with CPython's small-object allocator off.
+
+    A thousand episodes leave CPython's arenas partly used, and an arena goes back to the
+    system only when wholly free: RSS stayed ~50% above its level before the episodes. With
+    every allocation in glibc's heap, `malloc_trim` (after releases) returns free pages
+    wherever they are, and RSS comes back to within ~10%."""
+    if os.environ.get("PYTHONMALLOC") or sys.platform != "linux" or not getattr(sys, "orig_argv", None):
+        return
+    os.execve(sys.executable, sys.orig_argv, {**os.environ, "PYTHONMALLOC": "malloc"})
+
+
 def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) -> None:
     import uvicorn
 
     if transport != "http":
         raise SystemExit("the gaia gateway serves streamable HTTP only; drop --transport stdio")
+    _use_system_allocator()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "mcp"):  # one line per backend request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
