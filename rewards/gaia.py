@@ -7,9 +7,11 @@
 - Any other ground truth is a string: compared without whitespace and punctuation,
   case-insensitive.
 
-The answer is what the agent put in `<answer></answer>` (the last such block), else
-what follows "FINAL ANSWER:", else the whole message. Tool output is never scored:
-verl passes the final assistant message as `solution_str`.
+The answer is what the agent marked last: the last `<answer></answer>` block or what
+follows the last "FINAL ANSWER:", whichever comes later; else the whole message. A "FINAL ANSWER:" inside the block is
+read the same way, and markdown emphasis around the marker or the answer (`**FINAL
+ANSWER:** 42`, `*42*`) is dropped. Tool output is never scored: verl passes the final
+assistant message as `solution_str`.
 """
 
 from __future__ import annotations
@@ -19,20 +21,45 @@ import string
 from typing import Any
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-_FINAL_ANSWER = re.compile(r"FINAL ANSWER:\s*(.*)", re.IGNORECASE | re.DOTALL)
+# The marker, with markdown emphasis around it or its colon: "**FINAL ANSWER:**", "__FINAL ANSWER__:".
+_FINAL_ANSWER = re.compile(r"[*_]*FINAL ANSWER[*_]*\s*:[*_]*", re.IGNORECASE)
+_EMPHASIS = re.compile(r"^([*_`]{1,3})(.+?)\1$", re.DOTALL)
 _LIST_SEPARATORS = re.compile(r"[,;]")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
+def _after_last_marker(text: str) -> str | None:
+    """What follows the last "FINAL ANSWER:" in `text`, without emphasis; None without a marker."""
+    markers = list(_FINAL_ANSWER.finditer(text))
+    if not markers:
+        return None
+    return _unemphasize(text[markers[-1].end() :])
+
+
+def _unemphasize(text: str) -> str:
+    text = text.strip()
+    while match := _EMPHASIS.match(text):
+        text = match.group(2).strip()
+    return text
+
+
 def extract_answer(message: str) -> tuple[str, bool]:
-    """(the answer in `message`, whether it was marked as the answer)."""
-    tagged = _ANSWER_TAG.findall(message or "")
-    if tagged:
-        return tagged[-1].strip(), True
-    final = _FINAL_ANSWER.search(message or "")
-    if final:
-        return final.group(1).strip(), True
-    return (message or "").strip(), False
+    """(the answer in `message`, whether it was marked as the answer).
+
+    Whichever comes last wins: the last `<answer>` block or the last "FINAL ANSWER:"
+    outside the blocks, since a model that corrects itself writes its final word last.
+    """
+    message = message or ""
+    blocks = list(_ANSWER_TAG.finditer(message))
+    outside = _ANSWER_TAG.sub(lambda m: " " * len(m.group(0)), message)  # keeps positions
+    markers = list(_FINAL_ANSWER.finditer(outside))
+    if blocks and (not markers or blocks[-1].start() > markers[-1].start()):
+        inner = blocks[-1].group(1)
+        final = _after_last_marker(inner)
+        return (final if final is not None else _unemphasize(inner)), True
+    if markers:
+        return _unemphasize(outside[markers[-1].end() :]), True
+    return message.strip(), False
 
 
 def as_number(text: str) -> float | None:

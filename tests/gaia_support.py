@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -16,14 +17,38 @@ SAMPLE = ROOT / "examples" / "train_gaia_with_aworld_verl" / "gaia_sample" / "20
 TOKEN = "gateway-test-token"
 
 
-def start_gateway(tmp_path: Path, servers: dict, token: str | None = TOKEN, **settings) -> RunningServer:
+@dataclass
+class Gateway(RunningServer):
+    """A started gateway, with the folder its episode roots go in."""
+
+    sandbox_dir: Path | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def sandbox_root(self) -> Path:
+        """This gateway's root of episode folders (`run-<pid>-<hex>`)."""
+        return next(self.sandbox_dir.glob(f"run-{self.process.pid}-*"))
+
+
+def start_gateway(
+    tmp_path: Path, servers: dict, token: str | None = TOKEN, env: dict | None = None, **settings
+) -> Gateway:
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = tmp_path / "servers.yaml"
     config.write_text(yaml.safe_dump({"servers": servers, **settings}))
-    env = {"GAIA_GATEWAY_CONFIG": str(config), "GAIA_GATEWAY_LOG_DIR": str(tmp_path / "logs")}
+    env = {
+        "GAIA_GATEWAY_CONFIG": str(config),
+        "GAIA_GATEWAY_LOG_DIR": str(tmp_path / "logs"),
+        "GAIA_SANDBOX_DIR": str(tmp_path / "sandbox"),
+        **(env or {}),
+    }
     if token:
         env["GAIA_GATEWAY_TOKEN"] = token
-    return start_server("gaia", log_path=tmp_path / "gateway.log", env=env, startup_timeout_s=120)
+    server = start_server("gaia", log_path=tmp_path / "gateway.log", env=env, startup_timeout_s=120)
+    return Gateway(**vars(server), sandbox_dir=tmp_path / "sandbox")
 
 
 def standard_servers() -> dict:

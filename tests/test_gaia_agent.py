@@ -3,6 +3,7 @@
 import json
 import re
 
+import httpx
 import pytest
 from gaia_support import SAMPLE, TOKEN, standard_servers, start_gateway
 
@@ -152,6 +153,12 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
     # The tool outputs the agent saw came from the real servers behind the gateway.
     budget = next(t for q, t in by_question.items() if "budget" in q)
     assert "48500 euros" in budget.tool_calls[0].result
+    # Each episode released its sessions when it ended (they would idle for 120 s otherwise),
+    # and the python folders of those that ran code went with them.
+    health = httpx.get(gateway.base + "/health", timeout=10).json()
+    assert health["sessions"] == 0 and health["episodes"] == 0
+    used_python = [t for t in report.trajectories if t.tool_calls[0].name == "run_python"]
+    assert used_python and not [p for p in gateway.sandbox_root.glob("*/*") if p.is_dir()]
 
 
 def test_the_gaia_example_renders_for_verl_on_cpu(tmp_path):

@@ -103,3 +103,29 @@ def test_reward_scores_only_the_final_message():
     }
     assert gaia_reward("gaia", "The tool said 1234 but <answer>1243</answer>", "1234")["score"] == 0.0
     assert gaia_reward("gaia", "<answer>x</answer>", None)["score"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "message, answer",
+    [
+        ("FINAL ANSWER: 41\nWait, I miscounted.\nFINAL ANSWER: 42", "42"),  # the last marker wins
+        ("**FINAL ANSWER:** 42", "42"),
+        ("**FINAL ANSWER**: 42", "42"),
+        ("FINAL ANSWER: **42**", "42"),
+        ("__Final Answer:__ *Saint Petersburg*", "Saint Petersburg"),
+        ("<answer>FINAL ANSWER: 42</answer>", "42"),
+        ("<answer>**42**</answer>", "42"),
+        ("FINAL ANSWER: 7 <answer>first</answer> text <answer>FINAL ANSWER: 8</answer>", "8"),
+        ("Final answer: apple, banana", "apple, banana"),
+    ],
+)
+def test_the_last_marked_answer_is_read_without_markdown(message, answer):
+    assert extract_answer(message) == (answer, True)
+
+
+def test_whichever_marker_comes_last_wins_and_both_score():
+    assert extract_answer("<answer>12</answer>\nFINAL ANSWER: 13") == ("13", True)
+    assert extract_answer("FINAL ANSWER: 13\n<answer>12</answer>") == ("12", True)
+    assert gaia_reward("gaia", "**FINAL ANSWER:** $1,234", "1234")["score"] == 1.0
+    assert gaia_reward("gaia", "FINAL ANSWER: 1233\nFINAL ANSWER: 1234", "1234")["score"] == 1.0
+    assert gaia_reward("gaia", "FINAL ANSWER: 1234\nFINAL ANSWER: 1233", "1234")["score"] == 0.0

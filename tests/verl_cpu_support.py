@@ -6,4 +6,3 @@ share of distinct characters in the answer, which differs between samples of a g
 def distinct_chars(data_source, solution_str, ground_truth, extra_info=None):
     text = solution_str or ""
     return {"score": len(set(text)) / max(1, len(text)), "chars": len(text)}
-

@@ -10,12 +10,20 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 # Stateful servers key their state by the episode (ARCHITECTURE.md invariant 3), not by MCP session.
 EPISODE_HEADER = "X-Episode-Id"
 # Servers that serve dataset entries (BFCL) also need the row and the user turn.
 TASK_HEADER = "X-Task-Id"
 TURN_HEADER = "X-Episode-Turn"
+
+# A server that keeps state per episode may offer to drop it at this path, relative to its MCP
+# URL's base (the URL less its last segment, `/mcp`). When an episode ends, whatever its
+# status, the rollout sends DELETE there once, after its last tool call, best effort: a
+# server without the route answers 404/405 and nothing else happens. The GAIA gateway closes
+# the episode's backend sessions and removes its files, answering {"closed_sessions": N}.
+EPISODE_RELEASE_PATH = "/episodes/{episode_id}"
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -34,6 +42,15 @@ class MissingVariable(KeyError):
 def url_variable(server_name: str) -> str:
     """The variable that carries a started MCP server's URL: `calculator` -> `CALCULATOR_MCP_URL`."""
     return f"{server_name.upper().replace('-', '_')}_MCP_URL"
+
+
+def release_url(mcp_url: str, episode_id: str) -> str:
+    """Where to release `episode_id` on the server at `mcp_url`:
+    `http://h:8080/mcp` -> `http://h:8080/episodes/<id>` (the id percent-encoded)."""
+    parts = urlsplit(mcp_url)
+    base = parts.path.rstrip("/").rsplit("/", 1)[0]
+    path = base + EPISODE_RELEASE_PATH.format(episode_id=quote(episode_id, safe=""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def is_env_reference(value: str) -> bool:

@@ -8,6 +8,12 @@
 - Equal tool names on two servers are refused at start unless `prefix_tools` is set.
 - `/health` reports each server (ready, disabled and why, restarts); an optional bearer
   token (`GAIA_GATEWAY_TOKEN`) guards `/mcp`.
+- A tool call must name its episode (`X-Episode-Id`); `DELETE /episodes/{id}` closes the
+  episode's sessions and removes its python folder (the trainer calls it when the episode
+  ends). Past `max_sessions` a new episode is answered "busy" at once, never left waiting.
+- `Host` and `Origin` must be loopback names or listed in `allowed_hosts`/`allowed_origins`
+  (DNS rebinding); episode folders live under a root the gateway removes when it stops,
+  which a restarted python server finds again.
 
 Run: `aworld-train env up gaia [--port 8080] [--host 127.0.0.1]`.
 """
@@ -15,10 +21,18 @@ Run: `aworld-train env up gaia [--port 8080] [--host 127.0.0.1]`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import ctypes
+import gc
 import hmac
 import logging
 import os
+import resource
+import secrets
+import shutil
+import sys
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -30,6 +44,7 @@ from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAut
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -37,15 +52,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession
+from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession, StatelessSession
+from aworld_train.env.gaia.sandbox import ROOT_ENV, SALT_ENV, folder_name
 from aworld_train.env.gaia.settings import TOKEN_ENV, GatewaySettings, load_settings
 from aworld_train.env.mcp_fixes import contain_session_errors
 from aworld_train.errors import ConfigError
-from aworld_train.protocol import EPISODE_HEADER
+from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH
 
 SERVERS_HEADER = "MCP_SERVERS"
 PREFIX_SEPARATOR = "__"
 PROBE_EPISODE = "gateway-probe"
+SANDBOX_DIR_ENV = "GAIA_SANDBOX_DIR"
+ALLOWED_HOSTS_ENV = "GAIA_GATEWAY_ALLOWED_HOSTS"
+LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
+MAX_OPENING = 64  # backend sessions being opened at once; more wait their turn
 log = logging.getLogger("aworld_train.gaia.gateway")
 
 
@@ -64,13 +84,54 @@ def requested_servers(header: str | None, known: list[str]) -> list[str]:
     return names
 
 
+def sandbox_root(base: Path | None = None) -> Path:
+    """This gateway's folder for episode files, after removing those of gateways that died."""
+    base = base or Path(
+        os.environ.get(SANDBOX_DIR_ENV) or Path(tempfile.gettempdir()) / "aworld-gaia-sandbox"
+    )
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o711)
+    for old in base.glob("run-*"):
+        pid = old.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    root = base / f"run-{os.getpid()}-{secrets.token_hex(4)}"
+    root.mkdir(mode=0o711)
+    os.chmod(root, 0o711)
+    return root
+
+
+def give_memory_back() -> None:
+    """Return freed heap to the system: CPython's allocator and glibc keep it otherwise."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class Busy(ToolCallFailed):
+    pass
+
+
 class Gateway:
-    def __init__(self, settings: GatewaySettings, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, settings: GatewaySettings, log_dir: Path | None = None, root: Path | None = None
+    ) -> None:
         self.settings = settings
-        self.backends = {name: Backend(name, cfg, log_dir) for name, cfg in settings.servers.items()}
+        self.sandbox_root = root or sandbox_root()
+        self.sandbox_salt = secrets.token_hex(16)
+        atexit.register(shutil.rmtree, self.sandbox_root, True)
+        extra = {ROOT_ENV: str(self.sandbox_root), SALT_ENV: self.sandbox_salt}
+        self.backends = {
+            name: Backend(
+                name, cfg, log_dir, extra if cfg.run == "gaia-python" else None, settings.max_connections
+            )
+            for name, cfg in settings.servers.items()
+        }
+        self._open_slots = asyncio.Semaphore(MAX_OPENING)
+        self._released = 0
         self.tools: dict[str, list[types.Tool]] = {}  # server -> tools as the gateway lists them
         self.routes: dict[str, tuple[Backend, str]] = {}  # listed tool name -> (backend, its own name)
-        self.sessions: OrderedDict[tuple[str, str], BackendSession] = OrderedDict()
+        self.sessions: OrderedDict[tuple[str, str], BackendSession | StatelessSession] = OrderedDict()
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         self._monitor: asyncio.Task | None = None
 
@@ -122,11 +183,17 @@ class Gateway:
                 self.routes[tool.name] = (self.backends[server], own)
 
     async def close(self) -> None:
+        """Close sessions (bounded), stop every server the gateway runs, remove episode files."""
         if self._monitor:
             self._monitor.cancel()
-        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
+        sessions = list(self.sessions.values())
         self.sessions.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(s.close(1.0) for s in sessions), return_exceptions=True), 5.0
+            )
         await asyncio.gather(*(b.stop() for b in self.backends.values()), return_exceptions=True)
+        shutil.rmtree(self.sandbox_root, ignore_errors=True)
 
     async def _supervise(self, every_s: float = 1.0) -> None:
         """Restart crashed `run` backends before a call needs them; close idle sessions."""
@@ -137,12 +204,20 @@ class Gateway:
                     with contextlib.suppress(BackendDown):
                         await backend.ensure_running()
             now = asyncio.get_running_loop().time()
-            idle = [k for k, s in self.sessions.items() if now - s.last_used > self.settings.session_idle_s]
+            idle = [
+                k
+                for k, s in self.sessions.items()
+                if not s.calls and now - s.last_used > self.settings.session_idle_s
+            ]
             for key in idle:
                 await self._drop(key)
+            self._released += len(idle)
+            if self._released >= 64 or (self._released and not self.sessions):
+                self._released = 0
+                give_memory_back()
 
     # ---- sessions
-    async def _session(self, backend: Backend, episode: str) -> BackendSession:
+    async def _session(self, backend: Backend, episode: str) -> BackendSession | StatelessSession:
         key = (episode, backend.name)
         async with self._opening.setdefault(key, asyncio.Lock()):
             session = self.sessions.get(key)
@@ -151,9 +226,21 @@ class Gateway:
                 return session
             if session is not None:
                 await self._drop(key)
-            while len(self.sessions) >= self.settings.max_sessions:
-                await self._drop(next(iter(self.sessions)))
-            session = await BackendSession(backend, episode).open(self.settings.connect_timeout_s)
+            if len(self.sessions) >= self.settings.max_sessions:
+                raise Busy(
+                    f"the gateway is busy: {len(self.sessions)} backend sessions are open (max_sessions); "
+                    "try again when episodes have ended"
+                )
+            try:
+                await asyncio.wait_for(self._open_slots.acquire(), self.settings.connect_timeout_s)
+            except asyncio.TimeoutError:
+                raise Busy(
+                    f"the gateway is busy: no backend session could start within {self.settings.connect_timeout_s:g}s"
+                ) from None
+            try:
+                session = await backend.session(episode).open(self.settings.connect_timeout_s)
+            finally:
+                self._open_slots.release()
             self.sessions[key] = session
             return session
 
@@ -164,10 +251,12 @@ class Gateway:
             await session.close()
 
     async def release(self, episode: str) -> int:
-        """Close every session of `episode`; the number closed."""
+        """Close every session of `episode` and remove its python folder; the sessions closed."""
         keys = [k for k in self.sessions if k[0] == episode]
-        for key in keys:
-            await self._drop(key)
+        await asyncio.gather(*(self._drop(key) for key in keys))
+        folder = self.sandbox_root / folder_name(self.sandbox_salt, episode)
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+        self._released += len(keys)
         return len(keys)
 
     # ---- MCP
@@ -175,6 +264,10 @@ class Gateway:
         return [tool for server in servers for tool in self.tools.get(server, [])]
 
     async def call_tool(self, episode: str, servers: list[str], name: str, arguments: dict):
+        if not episode.strip():
+            raise ToolCallFailed(
+                f"no {EPISODE_HEADER} header: tool calls must name their episode, so episodes never share state"
+            )
         if name not in self.routes:
             raise ToolCallFailed(f"unknown tool {name!r}; this gateway has {', '.join(sorted(self.routes))}")
         backend, own_name = self.routes[name]
@@ -185,12 +278,14 @@ class Gateway:
         try:
             await backend.ensure_running()
             session = await self._session(backend, episode)
+        except Busy:
+            raise
         except BackendDown as exc:
             raise ToolCallFailed(str(exc)) from None
         except Exception as exc:
             raise ToolCallFailed(f"tool server {backend.name!r} is unreachable: {exc!r}") from None
         timeout = backend.config.timeout_s or self.settings.call_timeout_s
-        call = asyncio.create_task(session.call(own_name, arguments, timeout))
+        call = asyncio.create_task(_counted(session, own_name, arguments, timeout))
         # Only a server the gateway runs has a process to watch; others fail their call themselves.
         death = asyncio.create_task(_wait_for_death(backend)) if backend.config.kind == "run" else None
         try:
@@ -228,7 +323,18 @@ class Gateway:
             for name, b in self.backends.items()
         }
         ok = all(s["status"] in ("ready", "disabled") for s in servers.values())
-        return {"status": "ok" if ok else "degraded", "servers": servers, "sessions": len(self.sessions)}
+        return {"status": "ok" if ok else "degraded", "servers": servers, "sessions": len(self.sessions),
+                "episodes": len({episode for episode, _ in self.sessions})}  # fmt: skip
+
+
+async def _counted(session: BackendSession | StatelessSession, tool: str, arguments: dict, timeout: float):
+    """A call that keeps its session from counting as idle until it has ended."""
+    session.calls += 1
+    try:
+        return await session.call(tool, arguments, timeout)
+    finally:
+        session.calls -= 1
+        session.last_used = asyncio.get_running_loop().time()
 
 
 async def _wait_for_death(backend: Backend, every_s: float = 0.1) -> None:
@@ -275,8 +381,45 @@ class StaticTokenVerifier:
         return None
 
 
-def build_app(gateway: Gateway, token: str | None = None) -> Starlette:
-    manager = StreamableHTTPSessionManager(app=mcp_server(gateway), stateless=True)
+class HostCheck:
+    """Refuses requests whose Host or Origin is not allowed (DNS rebinding), on every route,
+    with the MCP SDK's own transport-security check."""
+
+    def __init__(self, app, settings: TransportSecuritySettings) -> None:
+        self.app = app
+        self.check = TransportSecurityMiddleware(settings)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            refused = await self.check.validate_request(Request(scope), is_post=False)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _Asgi:
+    """An ASGI callable that Starlette's Route passes the raw scope (a plain function it would
+    wrap as a request handler)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+
+
+def security_settings(settings: GatewaySettings, host: str = "127.0.0.1", port: int | None = None):
+    hosts = [*LOOPBACK_HOSTS, *settings.allowed_hosts]
+    hosts += [h.strip() for h in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
+    if host not in ("0.0.0.0", "::", "127.0.0.1", "localhost", "::1"):
+        hosts += [host, f"{host}:*"]
+    origins = [*settings.allowed_origins, *(f"{scheme}://{h}" for h in hosts for scheme in ("http", "https"))]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+def build_app(gateway: Gateway, token: str | None = None, host: str = "127.0.0.1") -> Starlette:
+    manager = StreamableHTTPSessionManager(app=mcp_server(gateway), stateless=True, json_response=True)
 
     async def handle_mcp(scope, receive, send) -> None:
         await manager.handle_request(scope, receive, send)
@@ -313,10 +456,27 @@ def build_app(gateway: Gateway, token: str | None = None) -> Starlette:
         mcp_app = RequireAuthMiddleware(handle_mcp, required_scopes=[])
     routes = [
         Route("/health", health),
-        Route("/episodes/{episode_id}", release, methods=["DELETE"]),
+        # `:path`: an id holding "/" arrives percent-encoded and is decoded before routing.
+        Route(EPISODE_RELEASE_PATH.replace("}", ":path}"), release, methods=["DELETE"]),
+        # `/mcp` itself is served, not redirected to `/mcp/`: a redirect doubles every request.
+        Route("/mcp", endpoint=_Asgi(mcp_app), methods=["GET", "POST", "DELETE"]),
         Mount("/mcp", app=mcp_app),
     ]
+    security = security_settings(gateway.settings, host)
+    middleware = [Middleware(HostCheck, settings=security), *middleware]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _use_system_allocator() -> None:
+    """Start again (same pid, same command line) with CPython's small-object allocator off.
+
+    A thousand episodes leave CPython's arenas partly used, and an arena goes back to the
+    system only when wholly free: RSS stayed ~50% above its level before the episodes. With
+    every allocation in glibc's heap, `malloc_trim` (after releases) returns free pages
+    wherever they are, and RSS comes back to within ~10%."""
+    if os.environ.get("PYTHONMALLOC") or sys.platform != "linux" or not getattr(sys, "orig_argv", None):
+        return
+    os.execve(sys.executable, sys.orig_argv, {**os.environ, "PYTHONMALLOC": "malloc"})
 
 
 def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) -> None:
@@ -324,6 +484,7 @@ def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) ->
 
     if transport != "http":
         raise SystemExit("the gaia gateway serves streamable HTTP only; drop --transport stdio")
+    _use_system_allocator()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "mcp"):  # one line per backend request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -332,7 +493,12 @@ def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8080) ->
         log.warning("serving on %s without a token: anyone who reaches this port can run tools", host)
     log_dir = Path(os.environ.get("GAIA_GATEWAY_LOG_DIR") or Path.cwd() / "gaia-gateway-logs")
     log_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(log_dir, 0o700)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):  # a socket and a pipe or two per episode
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     gateway = Gateway(load_settings(), log_dir)
     uvicorn.run(
-        build_app(gateway, token), host=host, port=port, log_level="warning", timeout_graceful_shutdown=3
-    )
+        build_app(gateway, token, host), host=host, port=port, log_level="warning", timeout_graceful_shutdown=3,
+        backlog=4096, timeout_keep_alive=30,  # clients reuse their connection between an episode's calls
+    )  # fmt: skip

@@ -14,6 +14,8 @@ from aworld_train.errors import ConfigError
 CONFIG_ENV = "GAIA_GATEWAY_CONFIG"
 TOKEN_ENV = "GAIA_GATEWAY_TOKEN"
 DEFAULT_CONFIG = Path(__file__).with_name("servers.yaml")
+# What any tool server's process needs to start (interpreter, locale, temp folder).
+BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "HOME", "VIRTUAL_ENV", "PYTHONPATH", "LD_LIBRARY_PATH")
 
 
 class ToolServer(BaseModel):
@@ -27,7 +29,11 @@ class ToolServer(BaseModel):
     url: str | None = Field(None, description="a streamable-HTTP MCP server that runs elsewhere")
     command: str | None = Field(None, description="a stdio MCP server; one process per episode")
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for `run`/`command`")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for `run`/`command`")
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="gateway variables this server may see (those in requires_env pass too); no others do",
+    )
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers for `url`")
     timeout_s: float | None = Field(None, gt=0, description="per-call timeout; default: call_timeout_s")
     requires_env: list[str] = Field(default_factory=list, description="disabled unless all are set")
@@ -44,8 +50,15 @@ class ToolServer(BaseModel):
         return next(k for k in ("run", "url", "command") if getattr(self, k))  # type: ignore[return-value]
 
     def missing_env(self, env: dict[str, str] | None = None) -> list[str]:
-        env = os.environ if env is None else env
+        env = {**(os.environ if env is None else env), **self.env}
         return [key for key in self.requires_env if not env.get(key)]
+
+    def child_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The whole environment of this server's process: a minimal base, the variables it
+        names, its own `env` and `extra`. Nothing else of the gateway's (its token, other keys)."""
+        names = [*BASE_ENV, *self.requires_env, *self.pass_env]
+        env = {name: os.environ[name] for name in names if os.environ.get(name)}
+        return {**env, **self.env, **(extra or {})}
 
 
 class GatewaySettings(BaseModel):
@@ -54,8 +67,18 @@ class GatewaySettings(BaseModel):
     servers: dict[str, ToolServer]
     call_timeout_s: float = Field(60.0, gt=0)
     connect_timeout_s: float = Field(30.0, gt=0, description="opening an episode's session to a backend")
-    session_idle_s: float = Field(600.0, gt=0, description="an episode's backend sessions close after this")
-    max_sessions: int = Field(4096, ge=1, description="open backend sessions; the least recent close first")
+    session_idle_s: float = Field(
+        120.0, gt=0, description="an idle episode's backend sessions close after this"
+    )
+    max_sessions: int = Field(
+        8192, ge=1, description="open backend sessions; past it new episodes are told busy"
+    )
+    max_connections: int = Field(32, ge=1, description="pooled HTTP connections to each backend")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host values accepted besides loopback ones (DNS-rebinding guard), e.g. 'gaia.internal:*'",
+    )
+    allowed_origins: list[str] = Field(default_factory=list, description="Origin values accepted, if any")
     prefix_tools: bool = Field(False, description="name tools SERVER__TOOL, which allows equal tool names")
     startup_timeout_s: float = Field(120.0, gt=0)
 

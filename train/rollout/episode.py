@@ -30,6 +30,7 @@ from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.tool_parser import parse_tool_calls
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
@@ -268,7 +269,8 @@ class Episode:
             self._ended.set()  # a cancelled episode's turn watcher must not outlive it
             self._disarm_watchdog()
             provider.detach(self.id)
-            await release_episode(self._agent, self.id)
+            await release_episode(self._agent, self.id)  # what AWorld keeps for it
+            await release_on_servers(self.spec.mcp_config, self.id)  # the tool servers' state for it
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),

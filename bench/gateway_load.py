@@ -1,0 +1,290 @@
+"""GAIA gateway under load: N concurrent episodes, each as an agent would, on one gateway.
+
+An episode opens one MCP session to the gateway and makes four calls: run_python writes a
+file holding the episode's id, list_files lists it, run_python reads it back, calculate
+adds two numbers unique to the episode. Then the trainer's release (`DELETE
+/episodes/{id}`) ends it. Printed per round: completed episodes, cross-talk (an answer
+holding another episode's data), wall time, p50/p99 episode time, CPU per episode of the
+gateway, of its tool servers with their sandboxes, and of this load client; gateway RSS
+before the round / at its peak / after release (after a warm-up round, so one-time imports
+and pools are not counted as growth), and the gateway's open fds and child processes (its
+two tool servers) after release. After the gateway stops: its tool servers still alive and
+episode roots left on disk.
+
+    python bench/gateway_load.py [--episodes 128 256 512 1024] [--round-limit-s 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+from aworld_train.env.launcher import start_server
+
+
+def proc_stats(pid: int) -> dict:
+    """CPU seconds, RSS (MB) and open fds of `pid` and its descendants' count, from /proc."""
+    rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return {
+        "cpu": cpu_seconds(pid),
+        "rss": rss,
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "children": len(descendants(pid)),
+    }
+
+
+def cpu_seconds(pid: int, waited_children: bool = False) -> float:
+    """User + system CPU of `pid`; with `waited_children`, also of the children it has reaped
+    (the python server's sandboxed interpreters)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = fields[11:15] if waited_children else fields[11:13]
+    return sum(map(int, used)) / os.sysconf("SC_CLK_TCK")
+
+
+def tools_cpu(gateway_pid: int) -> float:
+    """CPU of the tool servers the gateway runs, with the sandboxes they ran."""
+    total = 0.0
+    for pid in descendants(gateway_pid):
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid, waited_children=True)
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parents[int(entry)] = int(
+                    Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found += kids
+        frontier += kids
+    return found
+
+
+class SharedClient:
+    """An `httpx_client_factory` lending every episode one pooled client: a client of its
+    own costs each episode ~30 ms of CPU (its TLS context), which would load the machine the
+    gateway is measured on. The MCP client sends its headers with each request."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    def __call__(self, headers=None, timeout=None, auth=None) -> SharedClient:
+        return self
+
+    async def __aenter__(self) -> httpx.AsyncClient:
+        return self.client
+
+    async def __aexit__(self, *exc) -> None:
+        return None
+
+
+STEPS = ("open", "write", "list", "read", "calculate", "release")
+
+
+async def episode(
+    client: httpx.AsyncClient, url: str, base: str, name: str, index: int, steps: dict[str, list[float]]
+) -> tuple[float, str]:
+    """(seconds, '' or what went wrong) for one episode; each step's time goes to `steps`."""
+    headers = {"X-Episode-Id": name, "MCP_SERVERS": "python,calculator"}
+    started = last = time.perf_counter()
+
+    def mark(step: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        steps[step].append(now - last)
+        last = now
+
+    async with streamablehttp_client(url, headers=headers, httpx_client_factory=SharedClient(client)) as (
+        r, w, _,
+    ):  # fmt: skip
+        async with ClientSession(r, w) as session:
+            await session.initialize()
+            mark("open")
+
+            async def call(step: str, tool: str, args: dict) -> str:
+                result = await session.call_tool(tool, args)
+                text = "".join(getattr(c, "text", "") for c in result.content)
+                if result.isError:
+                    raise RuntimeError(f"{tool}: {text[:200]}")
+                mark(step)
+                return text
+
+            write = f"open('note-{index}.txt', 'w').write({name!r})\nprint('ok')"
+            await call("write", "run_python", {"code": write})
+            listed = await call("list", "list_files", {})
+            read = "import glob\nprint([open(p).read() for p in glob.glob('*')])"
+            read = await call("read", "run_python", {"code": read})
+            total = await call("calculate", "calculate", {"expression": f"{index} + 1000000"})
+    released = await client.delete(f"{base}/episodes/{name}")
+    mark("release")
+    elapsed = time.perf_counter() - started
+    if released.status_code != 200 or released.json() != {"closed_sessions": 2}:
+        raise RuntimeError(f"release answered {released.status_code} {released.text[:200]}")
+    if (
+        listed.strip() != f"note-{index}.txt"
+        or read.strip() != str([name])
+        or total.strip() != str(index + 1000000)
+    ):
+        return elapsed, f"cross-talk: {listed!r} {read!r} {total!r}"
+    return elapsed, ""
+
+
+async def run_round(
+    url: str, base: str, count: int, tag: str, steps: dict[str, list[float]] | None = None
+) -> tuple[list[float], list[str]]:
+    steps = steps if steps is not None else {step: [] for step in STEPS}
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=count, keepalive_expiry=2.0)
+    async with httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(600.0), follow_redirects=True
+    ) as client:
+        results = await asyncio.gather(
+            *(episode(client, url, base, f"{tag}-{i}", i, steps) for i in range(count)),
+            return_exceptions=True,
+        )
+    times, problems = [], []
+    for result in results:
+        if isinstance(result, BaseException):
+            problems.append(f"failed: {result!r}"[:300])
+        else:
+            times.append(result[0])
+            if result[1]:
+                problems.append(result[1])
+    return times, problems
+
+
+async def measured_round(
+    url: str, base: str, count: int, pid: int, limit_s: float, steps: dict[str, list[float]]
+) -> tuple[list[float], list[str], float]:
+    """A round, with the gateway's peak RSS sampled while it runs; past `limit_s` the
+    unfinished episodes count as failed."""
+    peak = proc_stats(pid)["rss"]
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, proc_stats(pid)["rss"])
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        times, problems = await asyncio.wait_for(run_round(url, base, count, f"r{count}", steps), limit_s)
+    except asyncio.TimeoutError:
+        times, problems = [], [f"failed: the round did not finish within {limit_s:g}s"] * count
+    finally:
+        done.set()
+        await watcher
+    return times, problems, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--episodes", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--warmup", type=int, default=32, help="episodes run before the first measured round")
+    parser.add_argument("--settle-s", type=float, default=3.0, help="wait after release before measuring")
+    parser.add_argument("--round-limit-s", type=float, default=900.0, help="a round's time bound")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a connection per episode
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    folder = Path(tempfile.mkdtemp(prefix="gateway-load-"))
+    servers = {
+        "python": {"run": "gaia-python", "timeout_s": 600},
+        "calculator": {"run": "calculator"},
+    }
+    # Calls queue for minutes at 1024 episodes on 2 cores: sessions must not close as idle
+    # between an episode's calls, so that its release finds (and the bench checks) both.
+    config = {"servers": servers, "call_timeout_s": 600, "connect_timeout_s": 120, "session_idle_s": 900}
+    (folder / "servers.yaml").write_text(yaml.safe_dump(config))
+    env = {
+        "GAIA_GATEWAY_CONFIG": str(folder / "servers.yaml"),
+        "GAIA_GATEWAY_LOG_DIR": str(folder),
+        "GAIA_SANDBOX_DIR": str(folder / "sandbox"),
+    }
+    gateway = start_server("gaia", log_path=folder / "gateway.log", env=env, startup_timeout_s=120)
+    base = f"http://{gateway.host}:{gateway.port}"
+    pid = gateway.process.pid
+    servers_left = descendants(pid)
+    health = httpx.get(base + "/health").json()
+    print(
+        f"gateway pid {pid}; python server: {health['servers']['python']['status']}; {os.cpu_count()} cores"
+    )
+    header = (
+        f"{'episodes':>8} | {'done':>5} {'failed':>6} {'x-talk':>6} | {'wall s':>6} {'p50 s':>6} {'p99 s':>6} | "
+        f"{'gateway':>7} {'tools':>6} {'client':>6} cpu ms/ep | {'gateway rss MB before/peak/after':>32} | "
+        f"{'fds':>4} {'procs':>5}"
+    )
+    try:
+        if args.warmup:
+            asyncio.run(run_round(gateway.url, base, args.warmup, "warmup"))
+            time.sleep(args.settle_s)
+        print(header, flush=True)
+        for count in args.episodes:
+            before, tools_before = proc_stats(pid), tools_cpu(pid)
+            client_before = resource.getrusage(resource.RUSAGE_SELF)
+            steps: dict[str, list[float]] = {step: [] for step in STEPS}
+            started = time.perf_counter()
+            times, problems, peak = asyncio.run(
+                measured_round(gateway.url, base, count, pid, args.round_limit_s, steps)
+            )
+            wall = time.perf_counter() - started
+            client_after = resource.getrusage(resource.RUSAGE_SELF)
+            time.sleep(args.settle_s)
+            after, tools_after = proc_stats(pid), tools_cpu(pid)
+            failed = sum(p.startswith("failed") for p in problems)
+            crosstalk = sum(p.startswith("cross-talk") for p in problems)
+            p50 = statistics.median(times) if times else float("nan")
+            p99 = sorted(times)[int(0.99 * (len(times) - 1))] if times else float("nan")
+            cpu = (after["cpu"] - before["cpu"]) / count * 1000
+            tools = (tools_after - tools_before) / count * 1000
+            client = sum(
+                getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime")
+            ) / count * 1000  # fmt: skip
+            print(
+                f"{count:>8} | {len(times) - crosstalk:>5} {failed:>6} {crosstalk:>6} | "
+                f"{wall:>6.1f} {p50:>6.2f} {p99:>6.2f} | {cpu:>7.1f} {tools:>6.1f} {client:>6.1f}           | "
+                f"{before['rss']:>12.0f} / {peak:>6.0f} / {after['rss']:>6.0f} | "
+                f"{after['fds']:>4} {after['children']:>5}",
+                flush=True,
+            )
+            means = ", ".join(f"{k} {statistics.mean(v):.2f}" for k, v in steps.items() if v)
+            print(f"{'':>8}   mean s per step: {means}", flush=True)
+            for problem in problems[:5]:
+                print("   ", problem)
+        health = httpx.get(base + "/health").json()
+        print(f"after all rounds: {health['sessions']} sessions open, {health['episodes']} episodes")
+    finally:
+        gateway.stop()
+    alive = [p for p in servers_left if Path(f"/proc/{p}").exists()]
+    roots = list((folder / "sandbox").glob("run-*"))
+    print(
+        f"after stop: gateway exited {gateway.process.returncode}; {len(alive)} of its {len(servers_left)} "
+        f"tool servers alive; {len(roots)} episode roots left"
+    )
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
