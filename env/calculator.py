@@ -18,7 +18,7 @@ from collections import OrderedDict
 from mcp.server.fastmcp import Context, FastMCP
 
 from aworld_train.env.episode import episode_of
-from aworld_train.env.mcp_fixes import contain_session_errors
+from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
 
 MAX_EXPONENT = 1000
 MAX_ABS = 10**100
@@ -114,7 +114,7 @@ class _EpisodeMemory:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("calculator", host=host, port=port)
+    server = FastMCP("calculator", host=host, port=port, **settings_from_env())
     memory = _EpisodeMemory()
 
     @server.tool()

@@ -83,3 +83,20 @@ def _cache_initialization_options(server_class) -> None:
         return cached
 
     server_class.create_initialization_options = create_initialization_options
+
+
+def settings_from_env() -> dict:
+    """FastMCP settings a parent process sets as FASTMCP_* variables (the GAIA gateway's RUN_ENV).
+
+    mcp 1.10's FastMCP read them from the environment; from mcp 1.2x its constructor passes its
+    own defaults explicitly, which win over the environment, so they are read here instead."""
+    import os
+
+    out: dict = {}
+    for key in ("stateless_http", "json_response"):
+        value = os.environ.get(f"FASTMCP_{key.upper()}")
+        if value is not None:
+            out[key] = value.strip().lower() in ("1", "true", "yes")
+    if os.environ.get("FASTMCP_LOG_LEVEL"):
+        out["log_level"] = os.environ["FASTMCP_LOG_LEVEL"].upper()
+    return out

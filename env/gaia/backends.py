@@ -184,6 +184,10 @@ class _Borrowed:
     async def __aexit__(self, *exc) -> None:
         return None
 
+    def __getattr__(self, name: str):
+        # mcp 1.30's transport uses what the factory returns as the client itself
+        return getattr(self.client, name)
+
 
 class StatelessSession:
     """One episode's session to a stateless backend: no MCP handshake and no standing task;

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mcp.server.fastmcp import FastMCP
 
-from aworld_train.env.mcp_fixes import contain_session_errors
+from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
 
 FILES_ENV = "GAIA_FILES_DIR"
 DEFAULT_MAX_CHARS = 20000
@@ -147,7 +147,7 @@ def clip(text: str, max_chars: int) -> str:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("documents", host=host, port=port)
+    server = FastMCP("documents", host=host, port=port, **settings_from_env())
 
     @server.tool()
     def read_document(path: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:

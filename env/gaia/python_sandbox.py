@@ -36,7 +36,7 @@ from aworld_train.env.gaia.sandbox import (
     choose_mode,
     parse_uids,
 )
-from aworld_train.env.mcp_fixes import contain_session_errors
+from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
 
 WORKERS_ENV = "GAIA_PYTHON_WORKERS"
 QUEUE_ENV = "GAIA_PYTHON_QUEUE"
@@ -111,7 +111,7 @@ def build_runner(limits: Limits | None = None, mode: str | None = None) -> Runne
 
 def build_server(host: str = "127.0.0.1", port: int = 0, runner: Runner | None = None) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("python", host=host, port=port)
+    server = FastMCP("python", host=host, port=port, **settings_from_env())
     runner = runner or build_runner()
 
     @server.tool()

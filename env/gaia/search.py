@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 from mcp.server.fastmcp import FastMCP
 
-from aworld_train.env.mcp_fixes import contain_session_errors
+from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
 
 REQUIRED_ENV = ("GOOGLE_API_KEY", "GOOGLE_CSE_ID")
 SEARCH_API = "https://www.googleapis.com/customsearch/v1"
@@ -58,7 +58,7 @@ async def wiki_summary_text(title: str) -> str:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("search", host=host, port=port)
+    server = FastMCP("search", host=host, port=port, **settings_from_env())
 
     @server.tool()
     async def web_search(query: str, num_results: int = 5) -> str:
