@@ -120,11 +120,7 @@ class EnvServerConfig(_Section):
     def _known_server(cls, value: str) -> str:
         from aworld_train.env.launcher import SERVERS
 
-        if value not in SERVERS:
-            raise ValueError(
-                f"unknown env server {value!r}; known: {', '.join(sorted(SERVERS))}{_hint(value, SERVERS)}"
-            )
-        return value
+        return _one_of(value, sorted(SERVERS), "env server")
 
 
 class TrainerConfig(_Section):
@@ -158,11 +154,7 @@ class TrainConfig(_Section):
     def _known_backend(cls, value: str) -> str:
         from aworld_train.engines import ENGINE_NAMES
 
-        if value not in ENGINE_NAMES:
-            raise ValueError(
-                f"unknown backend {value!r}; choose one of {', '.join(ENGINE_NAMES)}{_hint(value, ENGINE_NAMES)}"
-            )
-        return value
+        return _one_of(value, ENGINE_NAMES, "backend")
 
     def fields_set(self) -> frozenset[str]:
         """Dotted names of the fields the user set: sections (`rollout`) and their fields (`rollout.temperature`)."""
@@ -177,6 +169,15 @@ class TrainConfig(_Section):
     def render(self) -> str:
         """The final config as YAML, as a run folder stores it."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _one_of(value: str, choices: Any, what: str) -> str:
+    """`value` if it is one of `choices`; else an error listing them, with a "did you mean"."""
+    if value not in choices:
+        raise ValueError(
+            f"unknown {what} {value!r}; choose one of {', '.join(choices)}{_hint(value, choices)}"
+        )
+    return value
 
 
 def _hint(word: str, choices: Any) -> str:
