@@ -81,17 +81,14 @@ def cleanup_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.skip(
-    reason="hangs since Episode.run's finally also releases the episode on its tool servers "
-    "(release_on_servers after release_episode); open in issue 18"
-)
 async def test_two_batches_leave_registries_connections_and_tasks_as_they_found_them(
     tokenizer, im_end, calculator_spec, calculator_server, make_runtime, cleanup_calls
 ):
     spec = calculator_spec.model_copy(update={"few_shot": []})
     policy = BatchPolicy(tokenizer, im_end)
     runtime = make_runtime(policy, episode_timeout_s=60)
-    short = make_runtime(policy, episode_timeout_s=8)
+    # a hung policy call stops the agent clock: only the wall-clock limit ends that episode
+    short = make_runtime(policy, episode_timeout_s=8, episode_wall_timeout_s=8)
 
     async def batch(b: int) -> tuple[list, list]:
         tasks = [(f"ok:{b}-{i}", f"{b * 10 + i} * 7", runtime) for i in range(5)]
