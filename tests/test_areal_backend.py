@@ -458,7 +458,7 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
     assert (
         run.final["recover"]["mode"] == "auto" and run.final["recover"]["freq_steps"] == "${saver.freq_steps}"
     )
-    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     monkeypatch.setattr(
         areal_render, "command", lambda config_path: (sys.executable, "-c", "print('launched')")
     )

@@ -428,7 +428,7 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
     from aworld_train.engines.verl import render as verl_render
 
     # the preflight has its own test below; vLLM cannot be installed here
-    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     monkeypatch.setattr(
         verl_render,
         "command",
@@ -513,7 +513,7 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
-    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine: None)
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     printed = "import sys; print('ARGS', sys.argv[1:])"
     monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
     trainer_for(tmp_path, {"backend": "verl"}).train(resume=True)
@@ -572,6 +572,38 @@ def test_run_checks_before_it_launches(tmp_path, monkeypatch, calculator_server)
         trainer_for(tmp_path, {"backend": "verl"}).train()
     assert "MCP server" not in str(error.value)  # the server answered
     assert not launched.exists()
+
+
+def test_run_starts_its_servers_and_renders_once(tmp_path, monkeypatch):
+    """The checks and the launch share one render and one start of each env server: the engine
+    runs with the servers the checks listed."""
+    import sys
+
+    from aworld_train.engines.verl import checks as verl_checks
+    from aworld_train.engines.verl import render as verl_render
+    from aworld_train.env import launcher
+
+    renders, starts = [], []
+    real_render, real_start = verl_render.render, launcher.start_server
+
+    def counted_render(inputs):
+        renders.append(inputs.run_dir)
+        return real_render(inputs)
+
+    def counted_start(name, **kwargs):
+        server = real_start(name, **kwargs)
+        starts.append(server.url)
+        return server
+
+    monkeypatch.setattr(verl_render, "render", counted_render)
+    monkeypatch.setattr(launcher, "start_server", counted_start)
+    monkeypatch.setattr(verl_checks, "package_checks", lambda final: [])  # vLLM cannot be installed here
+    printed = "import os; print('URL', os.environ['CALCULATOR_MCP_URL'])"
+    monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
+    result = trainer_for(tmp_path, {"backend": "verl"}).train()
+    assert result["returncode"] == 0
+    assert len(renders) == 1 and len(starts) == 1
+    assert f"URL {starts[0]}" in (tmp_path / "run" / "verl.log").read_text()
 
 
 def test_verls_v1_advantages_leave_a_failed_episode_out_of_its_group(verl_run, tokenizer):

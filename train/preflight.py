@@ -7,13 +7,14 @@ that would fail on a GPU node fails here instead, with the field and the fix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aworld_train.engines.base import RunInputs
+    from aworld_train.engines.base import RenderedRun, RunInputs
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,16 @@ def run_folder_writable(run_dir: Path) -> Check:
     return Check(name, True, str(run_dir))
 
 
-def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0) -> list[Check]:
-    """Start the config's `env:` servers, then list each of the agent's HTTP servers' tools."""
+def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers: bool = True) -> list[Check]:
+    """List each of the agent's HTTP servers' tools, with the config's `env:` servers started
+    here unless the caller already runs them."""
     from aworld_train.aworld.agent_spec import resolve_env_refs
     from aworld_train.errors import AgentSpecError
     from aworld_train.mcp_check import list_tools
     from aworld_train.servers import running_envs
 
     checks = []
-    with running_envs(inputs.config.env, None):
+    with running_envs(inputs.config.env, None) if start_servers else contextlib.nullcontext():
         for name, conf in (inputs.spec.mcp_config.get("mcpServers") or {}).items():
             if not isinstance(conf, dict) or not conf.get("url"):
                 continue
@@ -87,18 +89,20 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0) -> list[Check
     return checks
 
 
-def run_checks(inputs: RunInputs, engine) -> list[Check]:
-    checks = [run_folder_writable(inputs.run_dir), *mcp_servers_answer(inputs)]
+def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> list[Check]:
+    """Every check; given `run` (the render about to launch), its env servers are running already."""
+    checks = [run_folder_writable(inputs.run_dir), *mcp_servers_answer(inputs, start_servers=run is None)]
     engine_checks = getattr(engine, "checks", None)
     if engine_checks is not None:
-        checks.extend(engine_checks(inputs))
+        checks.extend(engine_checks(inputs, run))
     return checks
 
 
-def require_checks(inputs: RunInputs, engine) -> None:
-    """`run`'s preflight for the engine backends: every failed check in one error."""
+def require_checks(inputs: RunInputs, engine, run: RenderedRun) -> None:
+    """`run`'s preflight for the engine backends, on the rendered run about to launch (its env
+    servers running): every failed check in one error."""
     from aworld_train.errors import ConfigError
 
-    failed = [c for c in run_checks(inputs, engine) if not c.ok]
+    failed = [c for c in run_checks(inputs, engine, run) if not c.ok]
     if failed:
         raise ConfigError("the run cannot start:\n" + "\n".join(c.line() for c in failed))

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
-    from aworld_train.engines.base import RenderedRun, RunInputs
+    from aworld_train.engines.base import Engine, RenderedRun, RunInputs
 
 BLANK = (None, "", "auto", "???")
 
@@ -92,15 +93,12 @@ def fill(
 def launch(
     command: list[str], inputs: RunInputs, log_name: str, env: dict[str, str] | None = None
 ) -> tuple[int, Path]:
-    """Run the engine's entry point beside the configured MCP servers, its output streamed
-    to stderr and appended to `<run_dir>/<log_name>`; `env` is added to the environment."""
-    from aworld_train.servers import running_envs
-
+    """Run the engine's entry point, its output streamed to stderr and appended to
+    `<run_dir>/<log_name>`; `env` is added to the environment."""
     log_path = inputs.run_dir / log_name
     prefix = " ".join(f"{key}={value}" for key, value in (env or {}).items())
     print(f"launching: {prefix + ' ' if prefix else ''}{' '.join(command)}\nlog: {log_path}", file=sys.stderr)
-    # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ)
-    with running_envs(inputs.config.env, inputs.run_dir), log_path.open("a") as log:
+    with log_path.open("a") as log:
         full_env = {**os.environ, **(env or {})}
         with subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
@@ -113,9 +111,26 @@ def launch(
 
 
 def launch_run(
-    run: RenderedRun, inputs: RunInputs, resume_overrides: list[str], resume: bool
+    engine: Engine,
+    inputs: RunInputs,
+    resume_overrides: list[str],
+    resume: bool,
+    refuse: Callable[[RenderedRun], None] | None = None,
 ) -> dict[str, Any]:
-    """Launch a rendered run (with the engine's own resume overrides when resuming); its summary."""
-    command = list(run.command) + (resume_overrides if resume else [])
-    returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env)
+    """Start the config's MCP servers, render the run folder, make `run`'s checks against those
+    servers and that render (before a GPU node is claimed), then launch the engine, with its own
+    resume overrides when resuming; its summary. `refuse` may reject the rendered run first.
+
+    The servers start and the config renders once: the checks see what the engine will run with."""
+    from aworld_train.preflight import require_checks
+    from aworld_train.servers import running_envs
+
+    # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ)
+    with running_envs(inputs.config.env, inputs.run_dir):
+        run = engine.render(inputs)
+        if refuse is not None:
+            refuse(run)
+        require_checks(inputs, engine, run)
+        command = list(run.command) + (resume_overrides if resume else [])
+        returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env)
     return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

@@ -23,15 +23,16 @@ class ArealEngine:
         from aworld_train.engines.native import launch_run
         from aworld_train.errors import ConfigError
 
-        run = self.render(inputs)
-        # the rendered config recovers automatically (recover.mode: auto): only when asked
-        found = recover_data(run.final)
-        if found and not resume:
-            raise ConfigError(
-                f"{inputs.run_dir} holds AReaL recover data ({found[0]}): pass --resume to continue "
-                "that run, or choose another trainer.run_dir"
-            )
-        return launch_run(run, inputs, [], resume)
+        def refuse_stale_recover_data(run: RenderedRun) -> None:
+            # the rendered config recovers automatically (recover.mode: auto): only when asked
+            found = recover_data(run.final)
+            if found and not resume:
+                raise ConfigError(
+                    f"{inputs.run_dir} holds AReaL recover data ({found[0]}): pass --resume to continue "
+                    "that run, or choose another trainer.run_dir"
+                )
+
+        return launch_run(self, inputs, [], resume, refuse=refuse_stale_recover_data)
 
 
 ENGINE = ArealEngine()

@@ -20,17 +20,15 @@ class VerlEngine:
 
         return render(inputs)
 
-    def checks(self, inputs: RunInputs) -> list:
+    def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
         from aworld_train.engines.verl.checks import preflight
 
-        return preflight(inputs)
+        return preflight(inputs, run)
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
         from aworld_train.engines.native import launch_run
-        from aworld_train.preflight import require_checks
 
-        require_checks(inputs, self)  # before a GPU node is claimed
-        return launch_run(self.render(inputs), inputs, ["trainer.resume_mode=auto"], resume)
+        return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume)
 
 
 ENGINE = VerlEngine()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from aworld_train.engines.base import RunInputs
+from aworld_train.engines.base import RenderedRun, RunInputs
 from aworld_train.engines.native import BLANK, get
 from aworld_train.errors import ConfigError
 
@@ -133,15 +133,16 @@ def package_checks(final: Any) -> list:
     return checks
 
 
-def preflight(inputs: RunInputs) -> list:
-    """The verl run's checks: the config renders (budgets, trainer), packages, attention, first prompts."""
+def preflight(inputs: RunInputs, run: RenderedRun | None = None) -> list:
+    """The verl run's checks: the config renders (budgets, trainer), packages, attention, first prompts.
+    `run` is the render `run` already made; `check` renders here."""
     from aworld_train.engines.verl.render import render
     from aworld_train.errors import AworldTrainError
     from aworld_train.models import load_tokenizer
     from aworld_train.preflight import Check
 
     try:
-        run = render(inputs)
+        run = run or render(inputs)
     except AworldTrainError as exc:
         return [Check("verl config renders", False, str(exc))]
     checks = [Check("verl config renders", True, str(run.config_path)), *package_checks(run.final)]
