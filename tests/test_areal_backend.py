@@ -46,6 +46,10 @@ def get(tree, dotted):
     return tree
 
 
+def workflow_kwargs(run) -> dict:
+    return yaml.safe_load((run.folder / "workflow.yaml").read_text())["kwargs"]
+
+
 # -- the stand-in against AReaL's source ------------------------------------------------------
 
 
@@ -87,9 +91,10 @@ def test_calculator_example_renders_for_verl_and_areal_with_only_the_backend_key
     assert on_areal.reward.reference == on_verl.reward.reference
     assert on_areal.train_tasks == on_verl.train_tasks and len(on_areal.train_tasks) > 0
     v = on_verl.render().final
-    a = on_areal.render().final
+    areal_run = on_areal.render()
+    a = areal_run.final
     assert a["actor"]["path"] == v.actor_rollout_ref.model.path
-    assert a["gconfig"]["n_samples"] == v.actor_rollout_ref.rollout.n == 4
+    assert workflow_kwargs(areal_run)["group_size"] == v.actor_rollout_ref.rollout.n == 4
     assert a["actor"]["optimizer"]["lr"] == v.actor_rollout_ref.actor.optim.lr == 2.0e-5
     assert a["actor"]["eps_clip_higher"] == v.actor_rollout_ref.actor.clip_ratio_high == 0.28
     assert a["train_dataset"]["batch_size"] == v.data.train_batch_size == 8
@@ -98,15 +103,15 @@ def test_calculator_example_renders_for_verl_and_areal_with_only_the_backend_key
     assert len(written) == len(on_areal.train_tasks)
 
 
-# (common override, AReaL key, expected value) for every common key the translation reads
+# (common override, AReaL key, expected value) for every common key the translation reads;
+# "workflow:" keys are our workflow's kwargs (it runs and normalises each task's group itself)
 COMMON = [
-    ("algorithm.group_size=6", "gconfig.n_samples", 6),
-    ("algorithm.group_size=6", "actor.reward_norm.group_size", 6),
+    ("algorithm.group_size=6", "workflow:group_size", 6),
+    ("algorithm.norm_adv_by_std=false", "workflow:norm_by_std", False),
     ("algorithm.lr=3e-6", "actor.optimizer.lr", 3e-6),
     ("algorithm.kl_coef=0.05", "actor.kl_ctl", 0.05),
     ("algorithm.clip_low=0.1", "actor.eps_clip", 0.1),
     ("algorithm.clip_high=0.3", "actor.eps_clip_higher", 0.3),
-    ("algorithm.norm_adv_by_std=false", "actor.reward_norm.std_level", None),
     ("algorithm.warmup_steps=5", "actor.optimizer.warmup_steps_proportion", 0.25),
     ("algorithm.grad_clip=0.5", "actor.optimizer.gradient_clipping", 0.5),
     ("algorithm.weight_decay=0.01", "actor.optimizer.weight_decay", 0.01),
@@ -135,12 +140,9 @@ COMMON = [
 @pytest.mark.parametrize(("override", "key", "expected"), COMMON)
 def test_every_common_key_is_translated(tmp_path, override, key, expected):
     overrides = [override] + (["data.batch_size=2"] if key == "total_train_epochs" else [])
-    final = _render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides)).final
-    assert (
-        get(final, key) == pytest.approx(expected)
-        if isinstance(expected, float)
-        else get(final, key) == expected
-    )
+    run = _render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides))
+    value = workflow_kwargs(run)[key[9:]] if key.startswith("workflow:") else get(run.final, key)
+    assert value == pytest.approx(expected) if isinstance(expected, float) else value == expected
 
 
 def test_model_data_and_reward_reach_the_run_folder(tmp_path):
@@ -151,7 +153,9 @@ def test_model_data_and_reward_reach_the_run_folder(tmp_path):
     final = run.final
     assert final["actor"]["path"] == final["tokenizer_path"] == final["ref"]["path"] == model
     assert final["scheduler"]["type"] == "local" and final["actor"]["backend"] == "fsdp:d1"
-    assert final["actor"]["reward_norm"] == {"mean_level": "group", "std_level": "group", "group_size": 4}
+    # the workflow runs and normalises each task's group: AReaL's own group machinery is off
+    assert "reward_norm" not in final["actor"] and final["gconfig"]["n_samples"] == 1
+    assert workflow_kwargs(run)["group_size"] == 4 and workflow_kwargs(run)["norm_by_std"] is True
     assert final["saver"]["fileroot"] == "${cluster.fileroot}"
     rows = [yaml.safe_load(line) for line in Path(final["train_dataset"]["path"]).read_text().splitlines()]
     assert [task_from_json(r[TASK_FIELD]).user_turns for r in rows] == [[r["prompt"]] for r in ROWS]
@@ -205,11 +209,17 @@ def test_each_contradiction_is_an_error(tmp_path, key, common):
 
 def test_a_native_value_wins_when_the_common_field_is_left_at_its_default(tmp_path):
     native = {"actor": {"optimizer": {"lr": 3.0e-6}, "backend": "fsdp:d2"}, "gconfig": {"n_samples": 8}}
-    final = _render(trainer_for(tmp_path, {"backend": "areal", "areal": native})).final
-    assert final["actor"]["optimizer"]["lr"] == 3.0e-6 and final["gconfig"]["n_samples"] == 8
-    assert final["actor"]["backend"] == "fsdp:d2"
+    run = _render(trainer_for(tmp_path, {"backend": "areal", "areal": native}))
+    assert run.final["actor"]["optimizer"]["lr"] == 3.0e-6 and workflow_kwargs(run)["group_size"] == 8
+    assert run.final["actor"]["backend"] == "fsdp:d2"
     agree = {"backend": "areal", "algorithm": {"group_size": 8}, "areal": {"gconfig": {"n_samples": 8}}}
-    assert _render(trainer_for(tmp_path, agree)).final["gconfig"]["n_samples"] == 8
+    assert workflow_kwargs(_render(trainer_for(tmp_path, agree)))["group_size"] == 8
+
+
+def test_areals_own_group_normalisation_is_refused(tmp_path):
+    native = {"actor": {"reward_norm": {"mean_level": "group", "std_level": "group", "group_size": 4}}}
+    with pytest.raises(ConfigError, match=r"areal\.actor\.reward_norm: .* leaving failed episodes out"):
+        _render(trainer_for(tmp_path, {"backend": "areal", "areal": native}))
 
 
 def test_unknown_native_key_is_an_error_with_a_hint(tmp_path):
@@ -238,7 +248,9 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     shown = yaml.safe_load(out.stdout)
-    assert shown["gconfig"]["n_samples"] == 8 and shown["scheduler"]["type"] == "local"
+    assert shown["gconfig"]["n_samples"] == 1 and shown["scheduler"]["type"] == "local"
+    kwargs = yaml.safe_load((tmp_path / "run/areal/workflow.yaml").read_text())["kwargs"]
+    assert kwargs["group_size"] == 8
     assert (
         tmp_path / "run/areal/areal_config.yaml"
     ).is_file() and "aworld_train.engines.areal.main" in out.stderr
@@ -283,14 +295,18 @@ def areal_run(tmp_path, calculator_server, monkeypatch):
     return _render(trainer_for(tmp_path, config))
 
 
-def workflow_like_areal(run):
-    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs."""
+def workflow_like_areal(run, **overrides):
+    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs
+    (main.py's: the run's, or with `overrides` as for evaluation)."""
     spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
     module, _, name = spec["workflow"].rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     assert issubclass(cls, RolloutWorkflow)
     gconfig = GenerationHyperparameters(**run.final["gconfig"])
-    return cls(**spec["kwargs"], gconfig=gconfig)
+    return cls(**{**spec["kwargs"], **overrides}, gconfig=gconfig)
+
+
+ONE_RAW = {"group_size": 1, "group_baseline": False}  # evaluation's kwargs: one episode, raw reward
 
 
 def rows(run):
@@ -310,7 +326,7 @@ def check_layout(batch):
 
 
 def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, tokenizer):
-    workflow = workflow_like_areal(areal_run)
+    workflow = workflow_like_areal(areal_run, **ONE_RAW)
     engine = FakeEngine(tokenizer, calculator_reply)
     batch = asyncio.run(workflow.arun_episode(engine, rows(areal_run)[1]))  # "What is 2 * 3?"
     check_layout(batch)
@@ -337,46 +353,63 @@ def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, t
     assert sum(mask) == sum(len(o) for o in engine.outputs)
 
 
-def concat_group(results):
-    """AReaL's grouping of n samples: right-pad each [1, L] tensor to the longest and stack."""
-    length = max(r["input_ids"].shape[1] for r in results)
-    out = {}
-    for key in results[0]:
-        parts = [r[key] for r in results]
-        if parts[0].ndim == 2:
-            parts = [torch.nn.functional.pad(p, (0, length - p.shape[1])) for p in parts]
-        out[key] = torch.cat(parts)
-    return out
+def test_a_task_runs_its_group_and_gets_group_normalised_rewards(areal_run, tokenizer):
+    """AReaL asks once per task; the workflow runs the group and returns one padded batch whose
+    rewards are GRPO's advantages (AReaL's own normalisation is off)."""
+    from aworld_train.rollout.codec import group_advantages
 
-
-def test_a_group_of_samples_per_task_makes_one_padded_batch(areal_run, tokenizer):
     workflow = workflow_like_areal(areal_run)
-    n = areal_run.final["gconfig"]["n_samples"]
     replies = iter(["The answer is 9."] * 2 + [None] * 10)
 
     def reply(prompt):  # two samples answer at once (wrong), the rest use the tool (right)
         text = next(replies)
         return text if text else calculator_reply(prompt)
 
-    engine = FakeEngine(tokenizer, reply)
-
-    async def group():
-        return await asyncio.gather(*[workflow.arun_episode(engine, rows(areal_run)[1]) for _ in range(n)])
-
-    results = asyncio.run(group())
-    batch = concat_group(results)
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
     check_layout(batch)
-    assert batch["input_ids"].shape[0] == n == 4
-    assert sorted(batch["rewards"].tolist()) == [0.0, 0.0, 1.0, 1.0]
+    assert batch["input_ids"].shape[0] == workflow.group_size == 4
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1, 1], [0] * 4)))
     lengths = batch["attention_mask"].sum(1).tolist()
-    assert lengths == [r["input_ids"].shape[1] for r in results]
+    assert all(set(m[:n].tolist()) == {1} for m, n in zip(batch["attention_mask"], lengths, strict=True))
+
+
+def test_a_failed_episode_is_outside_its_groups_baseline(areal_run, tokenizer):
+    """One episode of the group loses its server: no row for it, and the others' rewards are the
+    advantages of the group without it; every episode's raw reward and status reach AReaL's stats."""
+    from areal.utils import stats_tracker
+
+    from aworld_train.rollout.codec import group_advantages
+
+    calls = iter(range(100))
+
+    def reply(prompt):  # the first call fails; two answer wrong at once; one uses the tool
+        n = next(calls)
+        if n == 0:
+            raise RuntimeError("server lost")
+        return "The answer is 9." if n in (1, 2) else calculator_reply(prompt)
+
+    tracker = stats_tracker.get("rollout")
+    before = {key: len(values) for key, values in tracker.stats.items()}
+    workflow = workflow_like_areal(areal_run)
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == 3
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1], [0] * 3)))
+    assert all(batch["loss_mask"].sum(1) > 0)
+    rewards = tracker.stats["reward"][before.get("reward", 0) :]
+    assert sorted(rewards) == [0.0, 0.0, 0.0, 1.0]
+    assert tracker.stats["status/error"][before.get("status/error", 0) :] == [0.25]
 
 
 def test_failed_episode_carries_no_loss(areal_run, tokenizer):
     def server_lost(_):
         raise RuntimeError("server lost")
 
+    # training: a group where every episode failed gives AReaL nothing to train on
     workflow = workflow_like_areal(areal_run)
+    assert asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0])) is None
+    # evaluation keeps the row, with no loss and reward 0
+    workflow = workflow_like_areal(areal_run, **ONE_RAW)
     batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0]))
     check_layout(batch)
     assert set(batch["loss_mask"][0].tolist()) == {0} and batch["rewards"].tolist() == [0.0]

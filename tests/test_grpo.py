@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
+from aworld_train.engines.local.grpo import aggregate, kl_k3, policy_loss, token_logprobs
 from aworld_train.engines.local.learner import Sample, build_samples, micro_batches
+from aworld_train.rollout.codec import group_advantages
 from aworld_train.rollout.ledger import Segment
 from aworld_train.rollout.trajectory import Trajectory
 

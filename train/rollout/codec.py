@@ -6,6 +6,8 @@ Every engine goes through here, so the rules are the same everywhere:
   equal, system message included.
 - A failed episode (a status in FAILED_STATUSES, or a malformed tool call without
   `train_on_malformed`) carries no loss and takes no place in its group's baseline.
+- GRPO's advantage is the reward less its group's mean (over its std), over the episodes that
+  count: one function for every engine that normalises itself (local, AReaL's workflow).
 - An episode whose agent rewrote its history has several ledger segments: each one is a
   sample with the episode's advantage. An engine that takes one row per episode (AReaL)
   trains the first and counts the others as `segments_dropped`.
@@ -14,6 +16,9 @@ Every engine goes through here, so the rules are the same everywhere:
 from __future__ import annotations
 
 import json
+import statistics
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +129,24 @@ def episode_samples(traj: Trajectory, train_on_malformed: bool = False) -> Episo
         if seg.response_ids
     ]
     return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable)
+
+
+def group_advantages(
+    rewards: Sequence[float], groups: Sequence[Hashable], norm_by_std: bool = True, eps: float = 1e-6
+) -> list[float]:
+    """(r - mean of its group) / (std of its group + eps); a group of one gets 0.
+
+    std is the unbiased one, as verl's GRPO computes it (torch.std)."""
+    by_group: dict[Hashable, list[int]] = defaultdict(list)
+    for index, group in enumerate(groups):
+        by_group[group].append(index)
+    out = [0.0] * len(rewards)
+    for members in by_group.values():
+        if len(members) < 2:
+            continue
+        values = [float(rewards[i]) for i in members]
+        mean = statistics.fmean(values)
+        scale = statistics.stdev(values) + eps if norm_by_std else 1.0
+        for i, value in zip(members, values, strict=True):
+            out[i] = (value - mean) / scale
+    return out

@@ -48,7 +48,8 @@ def main(argv: list[str]) -> None:
             workflow=workflow["workflow"],
             workflow_kwargs=kwargs,
             eval_workflow=workflow["workflow"],
-            eval_workflow_kwargs=kwargs,
+            # evaluation: one episode per sample AReaL asks for, raw rewards
+            eval_workflow_kwargs={**kwargs, "group_size": 1, "group_baseline": False},
         )
 
 

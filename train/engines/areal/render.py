@@ -105,14 +105,6 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor.eps_clip", algo.clip_low, "algorithm.clip_low"),
         Derived("actor.eps_clip_higher", algo.clip_high, "algorithm.clip_high"),
         Derived("actor.kl_ctl", algo.kl_coef, "algorithm.kl_coef"),
-        # GRPO: rewards normalised within each task's group of samples
-        Derived("actor.reward_norm.mean_level", "group", "algorithm.name"),
-        Derived(
-            "actor.reward_norm.std_level",
-            "group" if algo.norm_adv_by_std else None,
-            "algorithm.norm_adv_by_std",
-        ),
-        Derived("actor.reward_norm.group_size", algo.group_size, "algorithm.group_size"),
         Derived("actor.ppo_n_minibatches", algo.mini_batches, "algorithm.mini_batches"),
         Derived("actor.mb_spec.max_tokens_per_mb", algo.micro_batch_tokens, "algorithm.micro_batch_tokens"),
         Derived(
@@ -157,15 +149,29 @@ def single_gpu_values(native: dict[str, Any], context: int | None) -> list[Deriv
     return values
 
 
-def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict[str, Any], int]:
+    """The final AReaL config, and the group size the workflow runs per task.
+
+    GRPO's group baseline must leave failed episodes out; AReaL's group normalisation
+    (actor.reward_norm) takes no mask, so the workflow runs each task's group itself and
+    normalises it: AReaL gets gconfig.n_samples 1 and no reward_norm."""
     from aworld_train.models import check_model
 
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
     check_keys(native)
+    if (native.get("actor") or {}).get("reward_norm") is not None:
+        raise ConfigError(
+            "areal.actor.reward_norm: aworld-train normalises rewards within each task's group in its "
+            "workflow, leaving failed episodes out (AReaL's normalisation would count them as reward 0); "
+            "remove it, and set algorithm.norm_adv_by_std for the std"
+        )
     derived = derived_values(inputs, folder, model_path) + single_gpu_values(
         native, check_model(inputs.config.model)
     )
-    return fill(native, derived, inputs, "areal")
+    final = fill(native, derived, inputs, "areal")
+    group_size = int(final["gconfig"]["n_samples"])
+    final["gconfig"]["n_samples"] = 1
+    return final, group_size
 
 
 def recover_data(final: dict[str, Any]) -> list[Path]:
@@ -191,7 +197,7 @@ def render(inputs: RunInputs) -> RenderedRun:
     folder = (inputs.run_dir / "areal").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     model_path = str(resolve_model_path(cfg.model))
-    final = merge_native(inputs, folder, model_path)
+    final, group_size = merge_native(inputs, folder, model_path)
     write_jsonl(inputs.train_tasks, folder / "train.jsonl")
     write_jsonl(inputs.test_tasks or inputs.train_tasks, folder / "valid.jsonl")
     spec_path = inputs.spec.write(folder / "agent_spec.yaml")
@@ -203,6 +209,8 @@ def render(inputs: RunInputs) -> RenderedRun:
             "reward_kwargs": inputs.reward.kwargs,
             "rollout": cfg.rollout.model_dump(mode="json"),
             "tokenizer": model_path,
+            "group_size": group_size,
+            "norm_by_std": cfg.algorithm.norm_adv_by_std,
         },
     }
     (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))

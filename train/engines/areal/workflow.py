@@ -1,32 +1,46 @@
 """AWorldWorkflow: AReaL's rollout workflow that runs an AWorld agent through our Episode.
 
-AReaL calls `arun_episode(engine, data)` once per sample (it runs
-`gconfig.n_samples` of them per task and concatenates the group). The agent's
-LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per
-episode; the ledger's exact ids come back as AReaL's per-trajectory tensor dict
-with batch dimension 1: input_ids, loss_mask, logprobs, versions,
-attention_mask and rewards. A failed episode keeps its tokens with an all-zero
-loss mask (ARCHITECTURE.md invariant 2).
+AReaL calls `arun_episode(engine, data)` once per task (the render sets its
+`gconfig.n_samples` to 1): the workflow runs the task's group of `group_size`
+episodes itself, so that GRPO's group baseline leaves failed episodes out
+(ARCHITECTURE.md invariant 2). AReaL's own group normalisation takes no mask and
+would count a failed episode as reward 0; the render turns it off, and each
+trained row's reward is its group-normalised advantage. Failed episodes give no
+row. The agent's LLM calls go to `engine.agenerate(ModelRequest)` with one
+sticky request id per episode; the ledger's exact ids come back as AReaL's
+tensor dict: input_ids, loss_mask, logprobs, versions, attention_mask, rewards.
+Raw rewards and statuses go to AReaL's stats tracker (its rollout and eval logs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import uuid
+from collections import Counter
 from typing import Any
 
 import torch
+from areal import workflow_context
 from areal.api.cli_args import GenerationHyperparameters
 from areal.api.io_struct import ModelRequest
 from areal.api.workflow_api import RolloutWorkflow
+from areal.utils import stats_tracker
+from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.agent_spec import load_agent_spec
 from aworld_train.config import RolloutConfig
 from aworld_train.models import load_tokenizer, stop_token_ids
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.codec import TASK_FIELD, SegmentSample, episode_samples, task_from_json
+from aworld_train.rollout.codec import (
+    TASK_FIELD,
+    SegmentSample,
+    episode_samples,
+    group_advantages,
+    task_from_json,
+)
 from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -153,7 +167,14 @@ class AWorldWorkflow(RolloutWorkflow):
         rollout: dict[str, Any] | None = None,
         reward: str | None = None,
         reward_kwargs: dict[str, Any] | None = None,
+        group_size: int = 1,
+        group_baseline: bool = True,
+        norm_by_std: bool = True,
     ) -> None:
+        self.group_size = group_size
+        # training: rewards become group-normalised advantages; evaluation: raw rewards
+        self.group_baseline = group_baseline
+        self.norm_by_std = norm_by_std
         self.spec = _spec(spec_path)
         self.tokenizer = _tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self.settings = RolloutConfig(**(rollout or {}))
@@ -172,12 +193,42 @@ class AWorldWorkflow(RolloutWorkflow):
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
 
-    async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor]:
-        task = task_from_row(data)
+    async def _episode(self, engine, task: Task) -> tuple[Trajectory, dict[str, torch.Tensor]]:
         policy = ArealEnginePolicy(engine, self.gconfig, self.tokenizer)
         runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
         traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.rid).run()
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )
-        return to_areal_batch(traj, policy.sampled, fallback, self.pad_id, self.settings.train_on_malformed)
+        row = to_areal_batch(traj, policy.sampled, fallback, self.pad_id, self.settings.train_on_malformed)
+        return traj, row
+
+    async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor] | None:
+        """The task's group of episodes as one padded batch; None when no episode of it counts."""
+        task = task_from_row(data)
+        episodes = await asyncio.gather(*(self._episode(engine, task) for _ in range(self.group_size)))
+        record_stats([traj for traj, _ in episodes], self.settings.train_on_malformed)
+        if not self.group_baseline:
+            return concat_padded_tensors([row for _, row in episodes])
+        kept = [(traj, row) for traj, row in episodes if traj.trainable(self.settings.train_on_malformed)]
+        if not kept:
+            return None  # AReaL drops the task from this step, as it does a rejected one
+        advantages = group_advantages(
+            [row["rewards"].item() for _, row in kept], [0] * len(kept), self.norm_by_std
+        )
+        rows = [
+            {**row, "rewards": torch.tensor([adv], dtype=torch.float32)}
+            for (_, row), adv in zip(kept, advantages, strict=True)
+        ]
+        return concat_padded_tensors(rows)
+
+
+def record_stats(trajectories: list[Trajectory], train_on_malformed: bool) -> None:
+    """Each episode's raw reward, status and dropped segments, in AReaL's rollout (or eval) stats."""
+    tracker = stats_tracker.get(workflow_context.stat_scope())
+    statuses = Counter(traj.status for traj in trajectories)
+    for traj in trajectories:
+        samples = episode_samples(traj, train_on_malformed)
+        tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=samples.one_row()[1])
+    for status, count in statuses.items():
+        tracker.scalar(**{f"status/{status}": count / len(trajectories)})

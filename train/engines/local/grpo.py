@@ -1,4 +1,4 @@
-"""GRPO math: group-normalised advantages, the clipped token-level policy loss, k3 KL.
+"""GRPO math: the clipped token-level policy loss, k3 KL (group advantages: `rollout.codec`).
 
 Pure tensor functions, tested against hand-computed values and (where verl is
 installed) against verl's own implementations on the same tensors.
@@ -6,36 +6,11 @@ installed) against verl's own implementations on the same tensors.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Hashable, Sequence
 from typing import Literal
 
 import torch
 
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
-
-
-def group_advantages(
-    rewards: Sequence[float], groups: Sequence[Hashable], norm_by_std: bool = True, eps: float = 1e-6
-) -> list[float]:
-    """(r - mean of its group) / (std of its group + eps); a group of one gets 0.
-
-    std is the unbiased one (torch.std), as verl's GRPO computes it.
-    """
-    by_group: dict[Hashable, list[int]] = defaultdict(list)
-    for index, group in enumerate(groups):
-        by_group[group].append(index)
-    out = [0.0] * len(rewards)
-    for members in by_group.values():
-        if len(members) < 2:
-            continue
-        values = torch.tensor([float(rewards[i]) for i in members], dtype=torch.float64)
-        centred = values - values.mean()
-        if norm_by_std:
-            centred = centred / (values.std() + eps)
-        for i, value in zip(members, centred.tolist(), strict=True):
-            out[i] = value
-    return out
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

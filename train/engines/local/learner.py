@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 
 from aworld_train.config import AlgorithmConfig
-from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
-from aworld_train.rollout.codec import episode_samples
+from aworld_train.engines.local.grpo import aggregate, kl_k3, policy_loss, token_logprobs
+from aworld_train.rollout.codec import episode_samples, group_advantages
 from aworld_train.rollout.trajectory import Trajectory
 
 
