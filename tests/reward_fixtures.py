@@ -26,3 +26,7 @@ def make_closure():
         return 0.0
 
     return inner
+
+
+def always_nan(data_source, solution_str, ground_truth, extra_info=None):
+    return float("nan")

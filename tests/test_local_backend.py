@@ -92,3 +92,39 @@ def test_resume_continues_from_the_latest_checkpoint(trained, tmp_path, tiny_mod
     ]
     assert steps == [1, 2, 3]
     assert (run / "checkpoints" / "step_000003" / "trainer_state.pt").is_file()
+
+
+def test_a_run_whose_every_episode_fails_for_one_cause_stops_and_keeps_its_logs(tmp_path, tiny_model_dir):
+    """A reward that is NaN everywhere: before, the run printed reward 0 and exited 0."""
+    from aworld_train.errors import RunCannotLearn
+
+    cfg = config(tmp_path, tiny_model_dir, 6)
+    cfg["reward"] = {"fn": "reward_fixtures:always_nan"}
+    cfg["trainer"].update({"save_every": 0, "stop_after_failed_steps": 2, "eval_before": False})
+    with pytest.raises(RunCannotLearn, match=r"last 2 steps ended as 'reward_error' .*fix reward.fn"):
+        AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train()
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["phase"] == "train"] == [1, 2]
+    assert (run / "checkpoints" / "step_000002").is_dir()
+
+
+def test_only_steps_that_all_fail_for_one_cause_count():
+    from aworld_train.errors import RunCannotLearn
+    from aworld_train.rollout.failure_streak import FailureStreak
+    from aworld_train.rollout.trajectory import Trajectory
+
+    def step(*statuses):
+        return [Trajectory(f"e{i}", "t", status=s, error=f"{s} here") for i, s in enumerate(statuses)]
+
+    streak = FailureStreak(limit=2)
+    streak.observe(step("reward_error", "reward_error"))
+    streak.observe(step("reward_error", "ok"))  # one episode counts: the streak starts again
+    streak.observe(step("reward_error", "tool_server_down"))  # two causes: not one broken thing
+    streak.observe(step("tool_server_down", "tool_server_down"))
+    with pytest.raises(RunCannotLearn, match=r"'tool_server_down' \(tool_server_down here\).*start it"):
+        streak.observe(step("tool_server_down"))
+    never = FailureStreak(limit=0)
+    for _ in range(5):
+        never.observe(step("error"))
+    assert never.steps == 5

@@ -131,6 +131,11 @@ class TrainerConfig(_Section):
     eval_before: bool = True
     eval_after: bool = True
     log_trajectories: int = Field(4, ge=0, description="sampled trajectories written per step")
+    stop_after_failed_steps: int = Field(
+        3,
+        ge=0,
+        description="stop after this many steps in a row where every episode failed for one cause; 0 never",
+    )
     seed: int = 0
 
 

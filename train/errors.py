@@ -27,3 +27,7 @@ class ModelError(AworldTrainError):
 
 class ToolServerError(AworldTrainError):
     """An MCP server the agent is configured with does not answer."""
+
+
+class RunCannotLearn(AworldTrainError):
+    """Every episode of several steps in a row failed for one cause: the run stopped."""

@@ -17,8 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
+from aworld_train.errors import RunCannotLearn
 from aworld_train.evaluate import CORRECT, EvalReport, evaluate
 from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+from aworld_train.rollout.failure_streak import FailureStreak
 from aworld_train.rollout.local_policy import local_runtime
 from aworld_train.rollout.trajectory import Task, Trajectory
 from aworld_train.run_folder import RunFolder
@@ -93,6 +95,7 @@ class LocalTraining:
             ref,
             lock=self.policy.lock,
         )
+        self.failures = FailureStreak(self.cfg.trainer.stop_after_failed_steps)
         if latest:
             state = torch.load(latest[1] / "trainer_state.pt", weights_only=False)
             self.learner.load_state_dict(state["learner"])
@@ -160,6 +163,7 @@ class LocalTraining:
                 f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
             )
         self.folder.log(step + 1, metrics)
+        self.failures.observe(trajs)  # after the step is logged: a stopped run keeps it
         return metrics
 
     # -- the loop -------------------------------------------------------------------
@@ -219,6 +223,12 @@ class LocalTraining:
             except KeyboardInterrupt:
                 if step > self.start_step:
                     console.print(f"[yellow]interrupted: saved {self.save(step)}")
+                raise
+            except RunCannotLearn as exc:
+                # the failed steps changed nothing; their logs and the weights so far are kept
+                console.print(
+                    f"[red]stopped after step {step + 1}: {exc}\n[yellow]saved {self.save(step + 1)}"
+                )
                 raise
             finally:
                 curve = self.folder.plot_reward_curve()

@@ -1,0 +1,49 @@
+"""Stop a run that cannot learn: steps in a row where every episode failed for one cause.
+
+A reward that returns NaN everywhere, a tool server that is down or a config that breaks every
+episode leaves nothing to train on; without a stop the run would print reward 0 for hours and
+exit 0. Failures with mixed causes, or any episode that counts, reset the streak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aworld_train.errors import RunCannotLearn
+from aworld_train.rollout.trajectory import FAILED_STATUSES, Trajectory
+
+# what a user can do about each cause
+FIXES = {
+    "reward_error": "the reward function fails or returns a non-finite value: see the message and fix reward.fn",
+    "tool_server_down": "an MCP server of the agent does not answer: start it, or list it under env:",
+    "tool_timeout": "tool calls run past rollout.tool_timeout_s: check the server, or raise the limit",
+    "timeout": "episodes run past rollout.episode_timeout_s: raise it, or check the agent and its tools",
+    "prompt_too_long": "first prompts do not fit: raise rollout.max_prompt_tokens, or shorten them",
+    "error": "the agent or the policy raises: see the message",
+}
+
+
+@dataclass
+class FailureStreak:
+    limit: int  # steps in a row that stop the run; 0 never stops
+    cause: str | None = None
+    steps: int = 0
+
+    def observe(self, trajectories: Sequence[Trajectory]) -> None:
+        """Count this step; raise RunCannotLearn once `limit` steps in a row failed for one cause."""
+        statuses = {t.status for t in trajectories}
+        cause = next(iter(statuses)) if len(statuses) == 1 else None
+        if not trajectories or cause not in FAILED_STATUSES:
+            self.cause, self.steps = None, 0
+            return
+        self.steps = self.steps + 1 if cause == self.cause else 1
+        self.cause = cause
+        if self.limit and self.steps >= self.limit:
+            example = next((t.error for t in trajectories if t.error), "")
+            raise RunCannotLearn(
+                f"every episode of the last {self.steps} steps ended as {cause!r}"
+                + (f" ({example})" if example else "")
+                + f"; nothing can be learned from them: {FIXES.get(cause, 'see the message')}. "
+                "trainer.stop_after_failed_steps=0 keeps such a run going"
+            )
