@@ -11,6 +11,7 @@ from typing import Any
 from aworld_train.aworld.agent_spec import AgentSpec, build_agent, load_agent_spec
 from aworld_train.config import TrainConfig, load_config
 from aworld_train.dataset import load_tasks
+from aworld_train.dotenv_files import load_env_files
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, ConfigError, DatasetError
 from aworld_train.mcp_check import check_mcp_servers
@@ -43,6 +44,8 @@ class AgentTrainer:
         run_path: str | Path | None = None,
         overrides: list[str] | None = None,
     ) -> None:
+        # `.env` settings first: the agent's `${VAR}` references are resolved by the checks below
+        load_env_files(config if isinstance(config, str | Path) else None)
         self.config = load_config(config, overrides)
         cfg = self.config
         self.engine: Engine = get_engine(cfg.backend)

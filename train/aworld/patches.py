@@ -63,6 +63,51 @@ def _patch_token_counters() -> None:
                 setattr(module, name, patched)
 
 
+def _route_file_logs() -> None:
+    """Nothing of AWorld's lands in the user's working folder, whatever imported AWorld first.
+
+    AWorld 0.3.2 opens its log files when it is imported, in `$AWORLD_LOG_PATH` or else
+    `./logs`; `runtime` points that variable into our cache before importing AWorld, but a
+    script that imported AWorld itself got `./logs`. Those file handlers are removed and what
+    they wrote is moved to our log folder (loguru has no public API for a handler's sink).
+    """
+    import os
+    from pathlib import Path
+
+    from loguru import logger
+    from loguru._file_sink import FileSink
+
+    default_dir = Path.cwd() / "logs"
+    target = Path(os.environ.get("AWORLD_LOG_PATH", default_dir))
+    if target.resolve() == default_dir.resolve():
+        return  # the user chose ./logs
+    written = set()
+    for handler_id, handler in list(logger._core.handlers.items()):
+        sink = getattr(handler, "_sink", None)
+        if isinstance(sink, FileSink) and Path(sink._path).parent == default_dir:
+            logger.remove(handler_id)
+            written.add(Path(sink._path))
+    target.mkdir(parents=True, exist_ok=True)
+    for path in written:
+        if path.is_file():
+            with (target / path.name).open("ab") as out:
+                out.write(path.read_bytes())
+            path.unlink()
+    if written and default_dir.is_dir() and not any(default_dir.iterdir()):
+        default_dir.rmdir()
+
+
+def _no_failed_request_files() -> None:
+    # AWorld writes each failed LLM request to ./failed_requests/*.json; an episode keeps the
+    # error as its status and message instead.
+    from aworld.agents.llm_agent import Agent
+
+    async def keep_nothing(self, *args, **kwargs) -> None:
+        return None
+
+    Agent._save_failed_request_context = keep_nothing
+
+
 def _quiet_loggers() -> None:
     # The mcp client logs a full traceback for every broken stream; episodes record it as a status.
     for name in ("mcp", "mcp.client", "mcp.client.streamable_http", "httpx"):
@@ -342,4 +387,6 @@ def apply() -> None:
     _use_in_memory_history()
     _patch_sandbox_del()
     _quiet_loggers()
+    _route_file_logs()
+    _no_failed_request_files()
     _applied = True

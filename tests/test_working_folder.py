@@ -1,0 +1,59 @@
+"""Nothing lands in the user's working folder but the run folder, even when the user's script
+imported AWorld before aworld_train (AWorld then opens ./logs, and writes failed LLM requests
+to ./failed_requests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SCRIPT = r"""
+import aworld.agents.llm_agent  # the user's script imports AWorld first
+import asyncio, json, os, sys
+
+assert os.path.isdir("logs"), "AWorld no longer opens ./logs at import: this test checks nothing"
+from aworld_train.agents.calculator import build_agent
+from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.config import RolloutConfig
+from aworld_train.models import load_tokenizer, stop_token_ids
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.episode import Episode, RolloutRuntime
+from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.rollout.trajectory import Task
+
+
+class LostPolicy:
+    async def generate(self, prompt_ids, sampling):
+        raise RuntimeError("inference server went away")
+
+
+tokenizer = load_tokenizer("embedded:smollm2-135m")
+spec = load_agent_spec(build_agent(url=sys.argv[1]))
+cfg = RolloutConfig(tool_block="never", max_turns=2)
+renderer = ChatRenderer(tokenizer, tool_block="never")
+im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+ok = ScriptedPolicy(tokenizer, ["The answer is 4."], im_end)
+statuses = []
+for policy in (LostPolicy(), ok):
+    runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), cfg)
+    traj = asyncio.run(Episode(spec, Task("t", ["What is 2 + 2?"], ground_truth=4), runtime).run())
+    statuses.append(traj.status)
+from aworld.logs.util import logger
+logger.error("a log record after the episodes")
+print(json.dumps({"statuses": statuses, "left": sorted(os.listdir("."))}))
+"""
+
+
+def test_aworld_imported_first_writes_nothing_into_the_working_folder(tmp_path, calculator_server):
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, calculator_server.url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["statuses"] == ["error", "ok"]
+    assert result["left"] == [] and sorted(p.name for p in tmp_path.iterdir()) == []
