@@ -10,6 +10,7 @@ The random tiny model never answers right, so the run's reward is a dense stand-
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -52,6 +53,16 @@ def run(tmp_path_factory):
     model = tmp / "tiny"
     subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
     run_dir = tmp / "run"
+    # 4 tasks = 2 steps of 2: one step holds the task whose reward fails (tests/verl_cpu_support.py)
+    train = tmp / "train.jsonl"
+    rows = (ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:3]
+    failing = {
+        "id": "train-fails",
+        "prompt": "What is 1 + 1?",
+        "ground_truth": -1,
+        "data_source": "calculator",
+    }
+    train.write_text("\n".join([*rows, json.dumps(failing)]) + "\n")
     command = [
         sys.executable,
         "-m",
@@ -61,7 +72,7 @@ def run(tmp_path_factory):
         f"trainer.run_dir={run_dir}",
         f"model={model}",
         f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
-        f"data.train={ROOT / 'examples/calculator/train.jsonl'}",
+        f"data.train={train}",
         f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
     ]
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
@@ -113,6 +124,17 @@ def test_reward_and_statuses_in_verls_step_metrics(run):
         statuses = {k: v for k, v in metrics.items() if k.startswith("training/aworld/status/")}
         assert sum(statuses.values()) == episodes
         assert metrics["training/aworld/trained"] + metrics["training/aworld/failed"] == episodes
-        # our reward is verl's score: the dense stand-in varies, so advantages do too
+        # our reward is verl's score over what it trained on: were the failed episodes in its batch
+        # (reward 0), its mean would differ; the dense stand-in varies, so advantages do too
         assert metrics["training/aworld/reward/mean"] == pytest.approx(metrics["critic/score/mean"], abs=1e-5)
         assert metrics["critic/advantages/max"] > 0
+
+
+def test_a_failed_episode_inside_the_run_is_in_the_metrics_and_carries_no_loss(run):
+    """The task whose reward fails: both its episodes end as reward_error in the step that drew it,
+    verl gets no output for them, and the step still trains on the other task's two."""
+    failed = [m for m in run["steps"].values() if m["training/aworld/status/reward_error"]]
+    assert len(failed) == 1
+    metrics = failed[0]
+    assert metrics["training/aworld/status/reward_error"] == metrics["training/aworld/failed"] == 2
+    assert metrics["training/aworld/trained"] == 2 and metrics["actor/grad_norm"] > 0
