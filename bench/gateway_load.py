@@ -30,8 +30,9 @@ from pathlib import Path
 import httpx
 import yaml
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
+from aworld_train.env.gaia.backends import session_client
 from aworld_train.env.launcher import start_server
 
 
@@ -82,29 +83,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-class SharedClient:
-    """An `httpx_client_factory` lending every episode one pooled client: a client of its
-    own costs each episode ~30 ms of CPU (its TLS context), which would load the machine the
-    gateway is measured on. The MCP client sends its headers with each request."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    def __call__(self, headers=None, timeout=None, auth=None) -> SharedClient:
-        return self
-
-    async def __aenter__(self) -> httpx.AsyncClient:
-        return self.client
-
-    async def __aexit__(self, *exc) -> None:
-        return None
-
-
 STEPS = ("open", "write", "list", "read", "calculate", "release")
 
 
 async def episode(
-    client: httpx.AsyncClient, url: str, base: str, name: str, index: int, steps: dict[str, list[float]]
+    client: httpx.AsyncClient,
+    transport: httpx.AsyncBaseTransport,
+    url: str,
+    base: str,
+    name: str,
+    index: int,
+    steps: dict[str, list[float]],
 ) -> tuple[float, str]:
     """(seconds, '' or what went wrong) for one episode; each step's time goes to `steps`."""
     headers = {"X-Episode-Id": name, "MCP_SERVERS": "python,calculator"}
@@ -116,7 +105,9 @@ async def episode(
         steps[step].append(now - last)
         last = now
 
-    async with streamablehttp_client(url, headers=headers, httpx_client_factory=SharedClient(client)) as (
+    # every episode's session shares one connection pool: a client of its own would cost ~30 ms of
+    # CPU (its TLS context) on the machine the gateway is measured on
+    async with streamable_http_client(url, http_client=session_client(transport, headers)) as (
         r, w, _,
     ):  # fmt: skip
         async with ClientSession(r, w) as session:
@@ -156,11 +147,12 @@ async def run_round(
 ) -> tuple[list[float], list[str]]:
     steps = steps if steps is not None else {step: [] for step in STEPS}
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count, keepalive_expiry=2.0)
+    transport = httpx.AsyncHTTPTransport(limits=limits)
     async with httpx.AsyncClient(
-        limits=limits, timeout=httpx.Timeout(600.0), follow_redirects=True
+        transport=transport, timeout=httpx.Timeout(600.0), follow_redirects=True
     ) as client:
         results = await asyncio.gather(
-            *(episode(client, url, base, f"{tag}-{i}", i, steps) for i in range(count)),
+            *(episode(client, transport, url, base, f"{tag}-{i}", i, steps) for i in range(count)),
             return_exceptions=True,
         )
     times, problems = [], []

@@ -168,3 +168,28 @@ def test_gateway_settings_name_the_bad_field():
 
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings("/nonexistent/servers.yaml")
+
+
+async def test_a_server_that_runs_elsewhere_gets_each_episodes_id(tmp_path):
+    """A `url` backend keeps MCP sessions per episode: each session's requests carry the
+    episode's id, so a stateful server (here the python sandbox, which refuses calls without
+    one) keeps episodes apart behind the gateway."""
+    from aworld_train.env.launcher import start_server
+
+    python = start_server(
+        "gaia-python", log_path=tmp_path / "python.log", env={"GAIA_SANDBOX_DIR": str(tmp_path / "boxes")}
+    )
+    gateway = start_gateway(tmp_path / "gw", {"remote": {"url": python.url}})
+    try:
+        for episode in ("u1", "u2"):
+            code = f"open('mine.txt', 'w').write({episode!r}); print(open('mine.txt').read())"
+            result = await call_tool(gateway.url, "run_python", {"code": code}, episode=episode)
+            assert not result.isError, text_of(result)
+            assert text_of(result).strip() == episode
+        listed = await call_tool(
+            gateway.url, "run_python", {"code": "import os; print(os.listdir())"}, episode="u1"
+        )
+        assert text_of(listed).strip() == "['mine.txt']"
+    finally:
+        gateway.stop()
+        python.stop()

@@ -17,7 +17,7 @@ import httpx
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 from aworld_train.env.gaia.settings import ToolServer
 from aworld_train.env.launcher import RunningServer, _die_with_parent, free_port, wait_until_listening
@@ -57,8 +57,9 @@ class Backend:
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=2.0
         )
+        self.transport = httpx.AsyncHTTPTransport(limits=limits)
         self.http = httpx.AsyncClient(
-            limits=limits, timeout=httpx.Timeout(30.0, read=None), follow_redirects=True
+            transport=self.transport, timeout=httpx.Timeout(30.0, read=None), follow_redirects=True
         )
         # Requests past the pool's size wait here, not in httpcore's queue, whose every
         # hand-over scans all waiting requests (quadratic with a thousand episodes).
@@ -154,11 +155,8 @@ class Backend:
             async with stdio_client(params) as (read, write):
                 yield read, write
         else:
-            headers = {**self.config.headers, EPISODE_HEADER: episode}
-            borrowed = _Borrowed(self.http)
-            async with streamablehttp_client(self.url, headers=headers, httpx_client_factory=borrowed) as (
-                read, write, _,
-            ):  # fmt: skip
+            client = session_client(self.transport, {**self.config.headers, EPISODE_HEADER: episode})
+            async with streamable_http_client(self.url, http_client=client) as (read, write, _):
                 yield read, write
 
     async def stop(self) -> None:
@@ -167,26 +165,11 @@ class Backend:
         await self.http.aclose()
 
 
-class _Borrowed:
-    """An `httpx_client_factory` for the MCP client that lends the backend's pooled client
-    instead of making one per session; leaving the session does not close it (every
-    request carries its own headers, so the shared client holds none)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    def __call__(self, headers=None, timeout=None, auth=None) -> _Borrowed:
-        return self
-
-    async def __aenter__(self) -> httpx.AsyncClient:
-        return self.client
-
-    async def __aexit__(self, *exc) -> None:
-        return None
-
-    def __getattr__(self, name: str):
-        # mcp 1.30's transport uses what the factory returns as the client itself
-        return getattr(self.client, name)
+def session_client(transport: httpx.AsyncBaseTransport, headers: dict[str, str]) -> httpx.AsyncClient:
+    """The HTTP client of one MCP session: its own headers (the `mcp` client sends a session's
+    requests with its client's headers) over connections pooled for every session. Never
+    close it: closing a client closes its transport, the pool the other sessions use."""
+    return httpx.AsyncClient(transport=transport, headers=headers, timeout=httpx.Timeout(30.0, read=None))
 
 
 class StatelessSession:
