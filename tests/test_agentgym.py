@@ -145,6 +145,46 @@ async def test_a_step_is_never_sent_twice_and_a_dead_server_is_server_down():
     await dead.aclose()
 
 
+async def test_babyai_server_and_bridge_with_a_scripted_agent():
+    """BabyAI on minigrid, through the bridge: its actions are listed, and walking to the red
+    ball solves the first levels (item i: level i % 40, seed i // 40, as AgentGym maps them)."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    env_server = start_server("agentgym-babyai")
+    bridge = start_server("agentgym", env={"AGENTGYM_ENV": "babyai", "AGENTGYM_SERVER": base(env_server)})
+    try:
+        with httpx.Client(base_url=base(env_server), timeout=30) as http:
+            env_id = http.post("/create", json={}).json()["id"]
+            reset = http.post("/reset", json={"id": env_id, "data_idx": 0}).json()
+            assert reset["observation"].startswith("Your goal: go to the red ball\n")
+            assert '"go to red ball 1"' in reset["observation"].splitlines()[-1]
+            assert http.post("/close", json={"id": env_id}).json() is True
+        for item in (0, 1, 41):
+            headers = {EPISODE_HEADER: f"babyai-{item}", TASK_HEADER: f"babyai_{item}"}
+            async with streamablehttp_client(bridge.url, headers=headers) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = {t.name for t in (await session.list_tools()).tools}
+                    assert tools == {"act", "instruction", "available_actions"}
+                    assert (
+                        "Available actions"
+                        not in (await session.call_tool("instruction", {})).content[0].text
+                    )
+                    for _ in range(6):
+                        actions = (
+                            (await session.call_tool("available_actions", {})).content[0].text.splitlines()
+                        )
+                        action = "go to red ball 1" if "go to red ball 1" in actions else "turn left"
+                        result = (await session.call_tool("act", {"action": action})).content[0].text
+                        if read_status(result):
+                            break
+                    assert read_status(result) == (1.0, True), result
+    finally:
+        bridge.stop()
+        env_server.stop()
+
+
 def test_babyai_actions_line_and_other_profiles():
     text, actions = split_actions('You see a red ball.\nAvailable actions: ["turn left", "go to red ball 1"]')
     assert text == "You see a red ball." and actions == ["turn left", "go to red ball 1"]
