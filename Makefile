@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
 
-.PHONY: setup test demo lint eval clean
+.PHONY: setup test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,18 @@ demo:
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml
+
+# AgentGym environments, offline: servers in AgentGym's HTTP protocol, and the MCP bridge to one.
+AGENTGYM_ENV ?= textcraft
+AGENTGYM_SERVER ?= http://127.0.0.1:36001
+agentgym-textcraft:
+	$(BIN)/aworld-train env up agentgym-textcraft --port 36001
+
+agentgym-babyai:
+	$(BIN)/aworld-train env up agentgym-babyai --port 36002
+
+agentgym-bridge:
+	$(BIN)/aworld-train env up agentgym --port 8770 --env $(AGENTGYM_ENV) --server $(AGENTGYM_SERVER)
 
 lint:
 	$(BIN)/ruff check .

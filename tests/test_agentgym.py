@@ -76,6 +76,21 @@ def test_textcraft_server_answers_in_agentgym_shapes(textcraft_server):
         assert http.post("/close", json={"id": env_id}).json() is False
 
 
+def test_task_lists_convert_with_each_items_task_read_from_the_server(textcraft_server, tmp_path):
+    from aworld_train.agentgym_data import convert
+
+    listing = tmp_path / "textcraft_test.json"
+    listing.write_text(
+        json.dumps([{"item_id": "textcraft_3", "conversations": []}, {"item_id": "textcraft_200"}])
+    )
+    assert convert(listing, "textcraft", tmp_path / "rows.jsonl", server=base(textcraft_server)) == {
+        "rows": 2
+    }
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in rows] == [textcraft.TextCraftWorld().reset(i) for i in (3, 200)]
+    assert httpx.get(f"{base(textcraft_server)}/health").json()["open"] == 0  # closed after reading
+
+
 def test_every_item_is_solvable_and_its_goal_is_stable():
     for item in (0, 3, 100, 300, 543):
         world = textcraft.TextCraftWorld()

@@ -86,6 +86,14 @@ def cmd_env_up(args) -> int:
     return 0
 
 
+def cmd_data_agentgym(args) -> int:
+    from aworld_train.agentgym_data import convert
+
+    counts = convert(args.input, args.env, args.output, args.server, args.held_out, args.seed)
+    print(", ".join(f"{n} {what}" for what, n in counts.items()) + f" rows written from {args.input}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aworld-train", description="Train AWorld agents with GRPO.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--server", help="agentgym: the AgentGym environment server's URL")
     up.set_defaults(func=cmd_env_up)
+
+    data = sub.add_parser("data", help="convert other projects' data to rows")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    agentgym = data_sub.add_parser(
+        "agentgym", help="AgentGym task lists or trajectory files (item_id, conversations) to JSONL rows"
+    )
+    agentgym.add_argument("input", help="AgentGym JSON list (or JSONL) of records")
+    agentgym.add_argument("--env", required=True, help="the environment's name, e.g. textcraft")
+    agentgym.add_argument("--output", required=True, help="rows JSONL to write")
+    agentgym.add_argument("--server", help="an AgentGym server to read each item's task from")
+    agentgym.add_argument(
+        "--held-out", type=float, default=0.0, help="share of items for <output>.test.jsonl (by item, seeded)"
+    )
+    agentgym.add_argument("--seed", type=int, default=0)
+    agentgym.set_defaults(func=cmd_data_agentgym)
     return parser
 
 
