@@ -200,6 +200,13 @@ async def test_babyai_server_and_bridge_with_a_scripted_agent():
         env_server.stop()
 
 
+def test_only_the_bridge_takes_env_and_server_options(capsys):
+    from aworld_train.cli import main
+
+    assert main(["env", "up", "calculator", "--env", "textcraft"]) == 2
+    assert "takes no --env" in capsys.readouterr().err
+
+
 def test_babyai_actions_line_and_other_profiles():
     text, actions = split_actions('You see a red ball.\nAvailable actions: ["turn left", "go to red ball 1"]')
     assert text == "You see a red ball." and actions == ["turn left", "go to red ball 1"]
@@ -249,8 +256,17 @@ async def test_64_concurrent_episodes_on_one_bridge_do_not_cross_talk(bridge, te
         assert read_status(out["results"][-1]) == (1.0, True)
         assert all(read_status(r) is None for r in out["results"][:-1])
         assert out["closed_environments"] == 1
-    health = httpx.get(f"{base(textcraft_server)}/health").json()
-    assert health["open"] == 0  # every episode's environment closed on release
+    await _all_closed(textcraft_server)  # every episode's environment closed on release
+
+
+async def _all_closed(env_server, within_s: float = 30.0) -> None:
+    """The bridge closes released environments in the background: wait until none is open."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while (opened := httpx.get(f"{base(env_server)}/health").json()["open"]) and (
+        asyncio.get_running_loop().time() < deadline
+    ):
+        await asyncio.sleep(0.2)
+    assert opened == 0
 
 
 def _solver(tokenizer, item_of):
@@ -281,7 +297,7 @@ def agentgym_spec(bridge):
 
 
 async def test_scripted_agents_that_solve_known_items_get_reward_1(
-    tokenizer, im_end, agentgym_spec, make_runtime
+    tokenizer, im_end, agentgym_spec, make_runtime, textcraft_server
 ):
     items = [3, 130, 200, 430]  # depth 1, 2, 2 and 3 goals: 2, 3, 7 and 12 actions
     tasks = [Task(f"textcraft_{i}", [f"Item {i}: {textcraft.TextCraftWorld().reset(i)}"]) for i in items]
@@ -296,6 +312,7 @@ async def test_scripted_agents_that_solve_known_items_get_reward_1(
     lazy = ScriptedPolicy(tokenizer, ["I give up."], im_end)
     traj = await Episode(agentgym_spec, tasks[0], make_runtime(lazy), REWARD).run()
     assert traj.status == "ok" and traj.reward == 0.0 and traj.reward_extras["done"] == 0.0
+    await _all_closed(textcraft_server)  # the episodes released their environments when they ended
 
 
 async def test_a_killed_environment_server_ends_the_episode_as_tool_server_down(

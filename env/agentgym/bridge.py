@@ -74,6 +74,7 @@ class Bridge:
         self.client = AgentGymClient(server_url, self.profile, **client_kwargs)
         self.episodes: OrderedDict[str, EpisodeEnv] = OrderedDict()
         self.capacity = capacity
+        self._closing: set[asyncio.Task] = set()  # closes under way, kept referenced until done
 
     def _down(self, exc: ServerDown) -> ToolError:
         return ToolError(f"{SERVER_DOWN_MARK} {exc}")
@@ -105,7 +106,9 @@ class Bridge:
         while len(self.episodes) > self.capacity:
             _, old = self.episodes.popitem(last=False)
             if old.env_id is not None:
-                asyncio.get_running_loop().create_task(self._close(old))
+                task = asyncio.get_running_loop().create_task(self._close(old))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
 
     async def _close(self, env: EpisodeEnv) -> bool:
         try:
@@ -135,11 +138,21 @@ class Bridge:
         return text
 
     async def release(self, episode_id: str) -> bool:
+        """Forget the episode and close its environment in the background: the rollout's release
+        request is answered at once (it waits only a few seconds), the AgentGym server's /close
+        follows once the episode's last call has finished."""
         env = self.episodes.pop(episode_id, None)
         if env is None or env.env_id is None:
             return False
-        async with env.lock:
-            return await self._close(env)
+
+        async def close() -> None:
+            async with env.lock:
+                await self._close(env)
+
+        task = asyncio.get_running_loop().create_task(close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        return True
 
 
 def _headers(ctx: Context) -> tuple[str, str]:
