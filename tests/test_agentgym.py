@@ -116,7 +116,7 @@ def _env_idx_server(calls: list, fail_first: int = 0):
         if request.url.path == "/create":
             return httpx.Response(200, json=7)
         if request.url.path == "/reset":
-            return httpx.Response(200, json=None if body.get("item_id") != 5 else {"ok": True})
+            return httpx.Response(200, json=[None, "reset"])  # WebShop's /reset answers a list
         if request.url.path == "/observation":
             return httpx.Response(200, json="Question 5: how many rows?")
         if request.url.path == "/step":

@@ -136,14 +136,17 @@ class AgentGymClient:
         before = ""
         if isinstance(payload, dict) and self.profile.prefix_keys:
             before = "\n".join(str(payload[k]) for k in self.profile.prefix_keys if payload.get(k))
-        if (
-            self.profile.observation_keys
-            and isinstance(payload, dict)
-            and not any(k in payload for k in self.profile.observation_keys)
-        ):
-            # WebShop and SQLGym answer /reset without the observation: it is read separately
+        if not isinstance(payload, dict) or not any(k in payload for k in self.profile.observation_keys):
+            # WebShop and SQLGym answer /reset without the observation (WebShop with a list): read it
             observed = await self._request("GET", "/observation", idempotent=True, params={id_field: env_id})
-            payload = {**payload, "observation": observed if isinstance(observed, str) else str(observed)}
+            observed = (
+                observed
+                if isinstance(observed, str)
+                else first(observed, self.profile.observation_keys, observed)
+                if isinstance(observed, dict)
+                else str(observed)
+            )
+            payload = {**(payload if isinstance(payload, dict) else {}), "observation": str(observed)}
         return self._result(payload, before)
 
     async def step(self, env_id: Any, id_field: str, action: str) -> StepResult:
