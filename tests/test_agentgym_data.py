@@ -83,3 +83,17 @@ def test_convert_command_with_a_seeded_split_by_item(tmp_path, capsys):
     again = tmp_path / "again.jsonl"
     assert convert(source, "textcraft", again, held_out=0.3) == {"train": len(train), "test": len(test)}
     assert again.read_text() == out.read_text()
+
+
+def test_a_config_names_the_bridges_environment_and_server(monkeypatch):
+    from aworld_train.config import TrainConfig
+    from aworld_train.errors import ConfigError
+
+    monkeypatch.delenv("AGENTGYM_ENV", raising=False)
+    monkeypatch.delenv("AGENTGYM_SERVER", raising=False)
+    ok = TrainConfig.model_validate(
+        {"env": [{"name": "agentgym", "env": {"AGENTGYM_ENV": "babyai", "AGENTGYM_SERVER": "http://h:1"}}]}
+    )
+    assert ok.env[0].env["AGENTGYM_ENV"] == "babyai"
+    with pytest.raises((ConfigError, ValueError), match="needs AGENTGYM_SERVER"):
+        TrainConfig.model_validate({"env": [{"name": "agentgym", "env": {"AGENTGYM_ENV": "babyai"}}]})
