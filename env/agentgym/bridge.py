@@ -98,6 +98,9 @@ class Bridge:
                     raise self._down(exc) from None
                 except EnvError as exc:
                     self.episodes.pop(episode_id, None)
+                    if env.env_id is not None:  # created, but the item was refused: close it
+                        await self._close(env)
+                        env.env_id = None
                     raise ToolError(f"the environment could not start item {env.item}: {exc}") from None
                 env.instruction, env.actions = first.observation, first.actions
         return env
