@@ -24,9 +24,11 @@ import asyncio
 import logging
 import os
 import re
+import sys
 from collections import OrderedDict
 from typing import Any
 
+import httpx
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from starlette.requests import Request
@@ -237,5 +239,10 @@ def serve(
             "--env textcraft --server http://127.0.0.1:36001 (in a config: "
             f"env: [{{name: agentgym, env: {{{ENV_VARIABLE}: textcraft, {SERVER_VARIABLE}: http://...}}}}])"
         )
-    mcp = build_server(env, server_url(server), host, port)
+    url = server_url(server)
+    try:  # said at start, not only as failed episodes later; the server may still come up
+        httpx.get(url + "/", timeout=5.0)
+    except httpx.HTTPError as exc:
+        print(f"warning: the AgentGym {env} server at {url} does not answer yet: {exc!r}", file=sys.stderr)
+    mcp = build_server(env, url, host, port)
     mcp.run(transport="streamable-http" if transport == "http" else "stdio")
