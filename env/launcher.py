@@ -21,6 +21,10 @@ SERVERS = {
     "gaia-python": "aworld_train.env.gaia.python_sandbox:serve",
     "gaia-search": "aworld_train.env.gaia.search:serve",
     "bfcl": "aworld_train.env.bfcl.server:serve",
+    "agentgym": "aworld_train.env.agentgym.bridge:serve",
+    # Servers that speak AgentGym's HTTP protocol (not MCP): the bridge's backends.
+    "agentgym-textcraft": "aworld_train.env.agentgym.textcraft:serve",
+    "agentgym-babyai": "aworld_train.env.agentgym.babyai:serve",
 }
 
 
@@ -29,6 +33,20 @@ def import_serve(name: str):
         raise ConfigError(f"unknown env server {name!r}; known: {', '.join(sorted(SERVERS))}")
     module, _, attr = SERVERS[name].partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def server_options(name: str, serve, **given: str | None) -> dict[str, str]:
+    """The options given for server `name` (`--env`, `--server`), refused where its serve()
+    takes no such parameter."""
+    import inspect
+
+    options = {k: v for k, v in given.items() if v is not None}
+    accepted = inspect.signature(serve).parameters
+    unknown = [k for k in options if k not in accepted]
+    if unknown:
+        flags = ", ".join(f"--{k}" for k in unknown)
+        raise ConfigError(f"env server {name!r} takes no {flags}; only the agentgym bridge does")
+    return options
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -71,14 +71,26 @@ def cmd_check(args) -> int:
 
 
 def cmd_env_up(args) -> int:
-    from aworld_train.env.launcher import import_serve
+    from aworld_train.env.launcher import import_serve, server_options
 
     serve = import_serve(args.name)
+    options = server_options(args.name, serve, env=args.env, server=args.server)
     if args.transport == "http":
+        kind = "AgentGym-protocol HTTP" if args.name.startswith("agentgym-") else "MCP"
+        path = "" if args.name.startswith("agentgym-") else "/mcp"
         print(
-            f"{args.name} MCP server on http://{args.host}:{args.port}/mcp (Ctrl-C stops it)", file=sys.stderr
+            f"{args.name} {kind} server on http://{args.host}:{args.port}{path} (Ctrl-C stops it)",
+            file=sys.stderr,
         )
-    serve(transport=args.transport, host=args.host, port=args.port)
+    serve(transport=args.transport, host=args.host, port=args.port, **options)
+    return 0
+
+
+def cmd_data_agentgym(args) -> int:
+    from aworld_train.agentgym_data import convert
+
+    counts = convert(args.input, args.env, args.output, args.server, args.held_out, args.seed)
+    print(", ".join(f"{n} {what}" for what, n in counts.items()) + f" rows written from {args.input}")
     return 0
 
 
@@ -118,7 +130,26 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=8765)
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--transport", choices=["http", "stdio"], default="http")
+    up.add_argument(
+        "--env", help="agentgym: the AgentGym environment's name (textcraft, babyai, webshop, ...)"
+    )
+    up.add_argument("--server", help="agentgym: the AgentGym environment server's URL")
     up.set_defaults(func=cmd_env_up)
+
+    data = sub.add_parser("data", help="convert other projects' data to rows")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    agentgym = data_sub.add_parser(
+        "agentgym", help="AgentGym task lists or trajectory files (item_id, conversations) to JSONL rows"
+    )
+    agentgym.add_argument("input", help="AgentGym JSON list (or JSONL) of records")
+    agentgym.add_argument("--env", required=True, help="the environment's name, e.g. textcraft")
+    agentgym.add_argument("--output", required=True, help="rows JSONL to write")
+    agentgym.add_argument("--server", help="an AgentGym server to read each item's task from")
+    agentgym.add_argument(
+        "--held-out", type=float, default=0.0, help="share of items for <output>.test.jsonl (by item, seeded)"
+    )
+    agentgym.add_argument("--seed", type=int, default=0)
+    agentgym.set_defaults(func=cmd_data_agentgym)
     return parser
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aworld_train.errors import ConfigError
 
@@ -121,6 +121,23 @@ class EnvServerConfig(_Section):
         from aworld_train.env.launcher import SERVERS
 
         return _one_of(value, sorted(SERVERS), "env server")
+
+    @model_validator(mode="after")
+    def _agentgym_needs_env_and_server(self) -> EnvServerConfig:
+        # The bridge takes its environment and AgentGym server from these variables (the
+        # server's own `env:` or the run's environment); without them it would exit at start.
+        import os
+
+        if self.name == "agentgym":
+            missing = [
+                k for k in ("AGENTGYM_ENV", "AGENTGYM_SERVER") if not (self.env.get(k) or os.environ.get(k))
+            ]
+            if missing:
+                raise ValueError(
+                    f"env server 'agentgym' needs {' and '.join(missing)}: "
+                    "env: [{name: agentgym, env: {AGENTGYM_ENV: textcraft, AGENTGYM_SERVER: http://127.0.0.1:36001}}]"
+                )
+        return self
 
 
 class TrainerConfig(_Section):

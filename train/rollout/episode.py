@@ -24,7 +24,7 @@ from aworld_train.aworld.agent_spec import AgentSpec, build_agent
 from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_episode, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
-from aworld_train.protocol import MissingVariable, resolve_env_refs
+from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
@@ -158,6 +158,8 @@ class Episode:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ModelResponse:
         self._collect_tool_results(messages)
+        if self._ended.is_set():  # a tool server reported its backend down
+            return await self._hold()
         missing = await self._tools_missing(tools)
         if missing is not None:
             self._end(*missing)
@@ -255,6 +257,8 @@ class Episode:
             if record is not None and record.result is None:
                 record.result = content_text(msg.get("content"))
                 record.error = record.result.startswith(_TOOL_ERROR_PREFIXES)
+                if SERVER_DOWN_MARK in record.result:
+                    self._end("tool_server_down", record.result)
 
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
