@@ -83,6 +83,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+TIMEOUT = httpx.Timeout(600.0)  # a loaded gateway may take minutes to answer 1024 episodes
 STEPS = ("open", "write", "list", "read", "calculate", "release")
 
 
@@ -107,7 +108,7 @@ async def episode(
 
     # every episode's session shares one connection pool: a client of its own would cost ~30 ms of
     # CPU (its TLS context) on the machine the gateway is measured on
-    async with streamable_http_client(url, http_client=session_client(transport, headers)) as (
+    async with streamable_http_client(url, http_client=session_client(transport, headers, TIMEOUT)) as (
         r, w, _,
     ):  # fmt: skip
         async with ClientSession(r, w) as session:
@@ -148,9 +149,7 @@ async def run_round(
     steps = steps if steps is not None else {step: [] for step in STEPS}
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count, keepalive_expiry=2.0)
     transport = httpx.AsyncHTTPTransport(limits=limits)
-    async with httpx.AsyncClient(
-        transport=transport, timeout=httpx.Timeout(600.0), follow_redirects=True
-    ) as client:
+    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT, follow_redirects=True) as client:
         results = await asyncio.gather(
             *(episode(client, transport, url, base, f"{tag}-{i}", i, steps) for i in range(count)),
             return_exceptions=True,

@@ -36,6 +36,9 @@ RUN_ENV = {
 log = logging.getLogger("aworld_train.gaia.gateway")
 
 
+SESSION_TIMEOUT = httpx.Timeout(30.0, read=None)  # a tool call may stream as long as it runs
+
+
 class BackendDown(RuntimeError):
     """The tool server is not running (crashed, disabled, or failed to start)."""
 
@@ -59,7 +62,7 @@ class Backend:
         )
         self.transport = httpx.AsyncHTTPTransport(limits=limits)
         self.http = httpx.AsyncClient(
-            transport=self.transport, timeout=httpx.Timeout(30.0, read=None), follow_redirects=True
+            transport=self.transport, timeout=SESSION_TIMEOUT, follow_redirects=True
         )
         # Requests past the pool's size wait here, not in httpcore's queue, whose every
         # hand-over scans all waiting requests (quadratic with a thousand episodes).
@@ -165,11 +168,13 @@ class Backend:
         await self.http.aclose()
 
 
-def session_client(transport: httpx.AsyncBaseTransport, headers: dict[str, str]) -> httpx.AsyncClient:
+def session_client(
+    transport: httpx.AsyncBaseTransport, headers: dict[str, str], timeout: httpx.Timeout = SESSION_TIMEOUT
+) -> httpx.AsyncClient:
     """The HTTP client of one MCP session: its own headers (the `mcp` client sends a session's
     requests with its client's headers) over connections pooled for every session. Never
     close it: closing a client closes its transport, the pool the other sessions use."""
-    return httpx.AsyncClient(transport=transport, headers=headers, timeout=httpx.Timeout(30.0, read=None))
+    return httpx.AsyncClient(transport=transport, headers=headers, timeout=timeout)
 
 
 class StatelessSession:
