@@ -342,4 +342,7 @@ def apply() -> None:
     _use_in_memory_history()
     _patch_sandbox_del()
     _quiet_loggers()
+    from aworld_train.aworld import trims
+
+    trims.apply()
     _applied = True

@@ -1,0 +1,121 @@
+"""Work AWorld does on every episode that training never reads, taken off the rollout path.
+
+None of these changes what the agent does: its prompt, memory, tool calls through its MCP
+client and its turns stay AWorld's own. What goes (measured by `bench/rollout_profile.py`):
+
+- log records below AWORLD_TRAIN_AWORLD_LOG_LEVEL (default WARNING): AWorld's logger inspects
+  the caller's frame and module for every record, DEBUG ones included, before its sinks drop
+  them; and its prompt logs, which render the whole context and count its tokens per LLM call;
+- an SSL context per MCP session: httpx loads the CA bundle for every new client, even for a
+  plain-http server; one context, built the same way, now serves every session;
+- the 100 ms sleep in AWorld's MCP session close, which every episode's end waited for.
+
+Applied by `patches.apply()`, on the AWorld version it checks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# AWorld's levels (loguru's), lowest first
+_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVEL_VARIABLE = "AWORLD_TRAIN_AWORLD_LOG_LEVEL"
+
+
+def aworld_log_level() -> str:
+    level = os.environ.get(LOG_LEVEL_VARIABLE, "WARNING").strip().upper()
+    if level not in _LEVELS:
+        from aworld_train.errors import ConfigError
+
+        raise ConfigError(
+            f"{LOG_LEVEL_VARIABLE}={level!r} is not a log level; use one of {', '.join(_LEVELS)}"
+        )
+    return level
+
+
+def _drop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def quiet_aworld_logs(level: str) -> None:
+    """Records below `level` return before AWorld builds them; prompt logs go unless INFO is kept."""
+    from aworld.logs import util
+    from aworld.logs.prompt_log import PromptLogger
+
+    below = _LEVELS[: _LEVELS.index(level)]
+    loggers = [value for value in vars(util).values() if isinstance(value, util.AWorldLogger)]
+    for logger in loggers:
+        for name in below:
+            setattr(logger, name.lower(), _drop)
+    if "INFO" in below:
+        # each renders the context (and counts its tokens) only to log it at INFO
+        for name in ("log_agent_call_llm_messages", "log_formatted_parameters", "log_summary_memory"):
+            if hasattr(PromptLogger, name):
+                setattr(PromptLogger, name, staticmethod(_drop))
+
+
+_ssl_context = None
+
+
+def shared_ssl_context():
+    """httpx's default client SSL context, built once per process instead of once per MCP session."""
+    global _ssl_context
+    if _ssl_context is None:
+        import httpx
+
+        _ssl_context = httpx.create_ssl_context()
+    return _ssl_context
+
+
+def mcp_http_client(headers=None, timeout=None, auth=None):
+    """mcp's `create_mcp_http_client`, less the SSL context built for each client."""
+    import httpx
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    if timeout is None:
+        timeout = httpx.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    kwargs: dict[str, Any] = {"timeout": timeout, "verify": shared_ssl_context()}
+    if headers is not None:
+        kwargs["headers"] = headers
+    if auth is not None:
+        kwargs["auth"] = auth
+    return httpx.AsyncClient(**kwargs)
+
+
+def _streams_with_shared_ssl(self):
+    from datetime import timedelta
+
+    from mcp.client.streamable_http import streamablehttp_client
+
+    return streamablehttp_client(
+        url=self.params["url"],
+        headers=self.params.get("headers", None),
+        timeout=self.params.get("timeout", timedelta(seconds=30)),
+        sse_read_timeout=self.params.get("sse_read_timeout", timedelta(seconds=60 * 5)),
+        terminate_on_close=self.params.get("terminate_on_close", True),
+        httpx_client_factory=mcp_http_client,
+    )
+
+
+async def _cleanup_without_sleep(self) -> None:
+    """AWorld's MCP session close (close the session, then the transport, which sends DELETE),
+    without the 100 ms sleep it took first."""
+    async with self._cleanup_lock:
+        exit_stack = self.exit_stack
+        self.session = None
+        try:
+            if exit_stack:
+                await exit_stack.aclose()
+        except Exception:  # AWorld logs these at DEBUG and goes on; so does this
+            pass
+        finally:
+            self.session = None
+
+
+def apply() -> None:
+    from aworld.mcp_client import server
+
+    quiet_aworld_logs(aworld_log_level())
+    server.MCPServerStreamableHttp.create_streams = _streams_with_shared_ssl
+    server._MCPServerWithClientSession.cleanup = _cleanup_without_sleep
