@@ -187,7 +187,7 @@ async def episodes(spec, runtime, n: int, concurrency: int, offset: int) -> list
     return trajs
 
 
-def run_profiled(spec, runtime, n: int, concurrency: int, offset: int) -> dict:
+def run_profiled(spec, runtime, n: int, concurrency: int, offset: int) -> pstats.Stats:
     """Run the episodes with cProfile in the loop thread and in AWorld's sandbox loop threads."""
     profilers = [cProfile.Profile(time.thread_time)]  # CPU of the profiled thread, not wall time
 
@@ -213,7 +213,7 @@ def run_profiled(spec, runtime, n: int, concurrency: int, offset: int) -> dict:
             merged.add(prof)
         except TypeError:  # a thread that ran nothing
             pass
-    return merged.stats  # type: ignore[attr-defined]
+    return merged
 
 
 async def _enable(prof: cProfile.Profile) -> None:
@@ -264,7 +264,7 @@ def main() -> None:
             server_cpu = process_cpu(server.process.pid) - server0
             offset += n
             threading.setprofile(None)
-            stats = run_profiled(spec, runtime(), n, concurrency, offset)
+            stats = run_profiled(spec, runtime(), n, concurrency, offset).stats  # type: ignore[attr-defined]
             offset += n
             debug: dict | None = {} if os.environ.get("PROFILE_DEBUG") else None
             parts = attribute(stats, debug)

@@ -8,7 +8,9 @@ client and its turns stay AWorld's own. What goes (measured by `bench/rollout_pr
   them; and its prompt logs, which render the whole context and count its tokens per LLM call;
 - an SSL context per MCP session: httpx loads the CA bundle for every new client, even for a
   plain-http server; one context, built the same way, now serves every session;
-- the 100 ms sleep in AWorld's MCP session close, which every episode's end waited for.
+- the 100 ms sleep in AWorld's MCP session close, which every episode's end waited for;
+- `inspect.stack()` in AWorld's token-usage accounting, which read the source of every frame
+  on the stack at each LLM call (a frame walk finds the same caller).
 
 Applied by `patches.apply()`, on the AWorld version it checks.
 """
@@ -119,3 +121,44 @@ def apply() -> None:
     quiet_aworld_logs(aworld_log_level())
     server.MCPServerStreamableHttp.create_streams = _streams_with_shared_ssl
     server._MCPServerWithClientSession.cleanup = _cleanup_without_sleep
+    _patch_usage_process()
+
+
+def _usage_process_without_source(usage=None, context=None):
+    """AWorld's `usage_process` (token usage added to the context, also under the name of the
+    model object whose `call_llm_model` made the call), finding that object by walking the
+    frames instead of `inspect.stack()`, which read the source lines of every frame per call."""
+    import os
+    import sys
+
+    from aworld.core.context.base import Context
+    from aworld.logs.util import logger
+    from aworld.models.usage import normalize_usage
+
+    if not context:
+        context = Context()
+    usage = normalize_usage(usage)
+    frame = sys._getframe(0)
+    while frame is not None:
+        code = frame.f_code
+        if "call_llm_model" in code.co_name and os.path.basename(code.co_filename) == "llm.py":
+            break
+        frame = frame.f_back
+    caller = frame.f_back if frame is not None else None
+    if caller is None:
+        logger.warning("not category usage find to count")
+    else:
+        import copy
+
+        name = getattr(caller.f_locals.get("self"), "_name", "unknown")
+        usage[name] = copy.copy(usage)
+    context.add_token(usage)
+
+
+def _patch_usage_process() -> None:
+    from aworld.agents import llm_agent
+    from aworld.models import utils
+
+    for module in (utils, llm_agent):
+        if getattr(module, "usage_process", None) is not None:
+            module.usage_process = _usage_process_without_source
