@@ -221,6 +221,7 @@ class LocalTraining:
                     console.print(f"[yellow]interrupted: saved {self.save(step)}")
                 raise
             finally:
+                self.runtime.close()  # the rollout worker processes, if any
                 curve = self.folder.plot_reward_curve()
                 self.folder.close()
         summary = {
