@@ -625,7 +625,9 @@ def test_verls_v1_advantages_leave_a_failed_episode_out_of_its_group(verl_run, t
 def test_agent_loop_workers_two_per_gpu_unless_set(tmp_path):
     """Our AWorld loop is CPU-bound per process: verl gets 2 agent-loop workers per GPU (at least
     its own 8); rollout.workers or the native key wins."""
-    run = _render(trainer_for(tmp_path / "a", {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8}}}))
+    run = _render(
+        trainer_for(tmp_path / "a", {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8}}})
+    )
     assert run.final.actor_rollout_ref.rollout.agent.num_workers == 16
     run = _render(trainer_for(tmp_path / "b", {"backend": "verl", "rollout": {"workers": 3}}))
     assert run.final.actor_rollout_ref.rollout.agent.num_workers == 3
