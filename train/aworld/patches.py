@@ -133,9 +133,41 @@ def _use_in_memory_history() -> None:
     from aworld.memory.main import InMemoryMemoryStore, MemoryFactory
 
     class EpisodeHistoryStore(InMemoryMemoryStore):
+        """AWorld's in-memory store, with the items also listed by session.
+
+        Every history lookup of an episode names its session; the base store scanned the items
+        of every episode in flight for each one (quadratic in the concurrency). A lookup by
+        session now scans that session's items only, in the same order, with the same filter.
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._by_session: dict[str | None, list] = {}
+
+        def add(self, memory_item) -> None:
+            super().add(memory_item)
+            self._by_session.setdefault(memory_item.session_id, []).append(memory_item)
+
+        def get_all(self, filters: dict | None = None) -> list:
+            session_id = (filters or {}).get("session_id")
+            if session_id is None:
+                return super().get_all(filters)
+            items = self._by_session.get(session_id, ())
+            return [item for item in items if self._filter_memory_item(item, filters)]
+
+        def update(self, memory_item) -> None:
+            super().update(memory_item)
+            own = self._by_session.get(memory_item.session_id, [])
+            for items in (own, *(v for v in self._by_session.values() if v is not own)):
+                for index, item in enumerate(items):
+                    if item.id == memory_item.id:
+                        items[index] = memory_item
+                        return
+
         # InMemoryMemoryStore only marks deleted items; lookups would still scan them.
         def purge_session(self, session_id: str) -> None:
             self.memory_items = [item for item in self.memory_items if item.session_id != session_id]
+            self._by_session.pop(session_id, None)
 
     MemoryFactory.init(custom_memory_store=EpisodeHistoryStore())
 
