@@ -55,6 +55,35 @@ def quiet_aworld_logs(level: str) -> None:
         for name in ("log_agent_call_llm_messages", "log_formatted_parameters", "log_summary_memory"):
             if hasattr(PromptLogger, name):
                 setattr(PromptLogger, name, staticmethod(_drop))
+        # every LLM request and response as JSON, at INFO, straight to loguru
+        from aworld.models import llm, openai_provider
+
+        for module in (util, llm, openai_provider):
+            if hasattr(module, "log_llm_record"):
+                module.log_llm_record = _drop
+    if "DEBUG" in below:
+        _patch_run_succeed()
+
+
+def _patch_run_succeed() -> None:
+    """AWorld's `run_succeed` without its DEBUG record, whose f-string rendered the whole node
+    (results included) on every message, whether or not the record was kept."""
+    import time
+
+    from aworld.runners.state_manager import RunNodeStatus, RuntimeStateManager
+
+    def run_succeed(self, node_id, result_msg=None, results=None) -> None:
+        node = self._node_exist(node_id)
+        node.status = RunNodeStatus.SUCCESS
+        node.result_msg = result_msg
+        node.end_time = time.time()
+        if results:
+            if not node.results:
+                node.results = []
+            node.results.extend(results)
+        self.storage.update(node)
+
+    RuntimeStateManager.run_succeed = run_succeed
 
 
 _ssl_context = None
