@@ -62,7 +62,7 @@ def native_inputs(cfg: TrainConfig) -> NativeInputs:
 
 
 # Agent-loop worker processes per GPU when the user sets none. One process runs our AWorld
-# episodes at about 15-30 episodes/s of CPU-bound loop (bench/rollout_workers.py); a GPU serving
+# episodes at about 10-15 episodes/s of CPU-bound loop (bench/rollout_workers.py); a GPU serving
 # a small or mid-size model answers the LLM calls of more episodes than that (ARCHITECTURE.md).
 AGENT_WORKERS_PER_GPU = 2
 
