@@ -138,6 +138,10 @@ async def run_in_workers(
         reader.join()
         for job in serving:
             job.cancel()
+        if (
+            busy and runtime.pool is pool
+        ):  # cancelled or failed mid-batch: its messages would mislead the next
+            _discard(runtime)
     return [t for t in results if t is not None]
 
 
