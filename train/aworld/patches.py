@@ -78,8 +78,14 @@ def _notify_finished(node) -> None:
     """Wake the futures waiting on `node` once its status is final (it may be set on another thread)."""
     if not _node_waiters or not node.has_finished():
         return
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
     for loop, event in _node_waiters.get(node.node_id, ()):
-        if not loop.is_closed():
+        if loop is here:
+            event.set()  # same loop: no wake-up of the selector needed
+        elif not loop.is_closed():
             loop.call_soon_threadsafe(event.set)
 
 
