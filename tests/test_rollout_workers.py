@@ -81,3 +81,18 @@ async def test_two_workers_give_the_trajectories_of_one_process(
     assert sorted(t.episode_id for t in seen) == sorted(t.episode_id for t in remote)
     # every policy call was served here: 2 per ok episode of the first batch, 2 for the second
     assert len(policy.generations) == 2 * 6 + 2
+
+
+def test_workers_start_without_rerunning_the_parents_main():
+    """A script without a main guard must not run again in each worker (spawn re-imports __main__)."""
+    import sys
+    from multiprocessing import spawn
+
+    from aworld_train.rollout.workers import _main_left_alone
+
+    main = sys.modules["__main__"]
+    before = (getattr(main, "__spec__", None), getattr(main, "__file__", None))
+    with _main_left_alone():
+        data = spawn.get_preparation_data("worker")
+        assert "init_main_from_path" not in data and "init_main_from_name" not in data
+    assert (getattr(main, "__spec__", None), getattr(main, "__file__", None)) == before

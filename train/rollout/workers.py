@@ -14,12 +14,14 @@ The processes start on a runtime's first batch and stay for its later ones; `clo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -58,8 +60,9 @@ class WorkerPool:
             )
             for wid, inbox in enumerate(self.inboxes)
         ]
-        for process in self.processes:
-            process.start()
+        with _main_left_alone():
+            for process in self.processes:
+                process.start()
 
     def dead(self) -> list[int]:
         return [wid for wid, p in enumerate(self.processes) if not p.is_alive()]
@@ -75,6 +78,30 @@ class WorkerPool:
         for q in (*self.inboxes, self.to_main):
             q.close()
             q.join_thread()
+
+
+@contextlib.contextmanager
+def _main_left_alone():
+    """Start workers without re-running the parent's `__main__` in them.
+
+    A spawned child first re-imports the parent's main script or module, so that functions
+    defined there can be unpickled; a script that calls `AgentTrainer(...).evaluate()` without
+    an `if __name__ == "__main__":` guard would then run again in each worker (and hang the
+    start). Nothing a worker gets lives in `__main__` (the reward stays in this process), so
+    the child is not told where `__main__` is while the workers start.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__spec__ = None
+        main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            if "__spec__" not in saved:
+                main.__dict__.pop("__spec__", None)
 
 
 async def run_in_workers(
