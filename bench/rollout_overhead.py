@@ -167,6 +167,9 @@ def main() -> None:
         tools = load_all_tools(tool_config_path=None, function_tool_path=str(tool_file))
         spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
         fake = FakeServer(tokenizer, args.latency)
+        # one untimed episode of each loop first: imports, first connections and caches are not per-turn cost
+        asyncio.run(run_ours(tokenizer, fake, spec, 2, 1))
+        asyncio.run(run_verl(tokenizer, fake, cfg, tools, 2, 1))
         rows = []
         for concurrency in args.concurrency:
             n = args.episodes_at_1 if concurrency == 1 else concurrency

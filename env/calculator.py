@@ -114,7 +114,9 @@ class _EpisodeMemory:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("calculator", host=host, port=port, **settings_from_env())
+    # WARNING: at INFO the server logged (with rich) every request and every access line, which
+    # cost several times the CPU of the arithmetic; FASTMCP_LOG_LEVEL=INFO brings that back.
+    server = FastMCP("calculator", host=host, port=port, **settings_from_env(log_level="WARNING"))
     memory = _EpisodeMemory()
 
     @server.tool()

@@ -33,7 +33,31 @@ def _mcp_is_1_10() -> bool:
     return version("mcp").startswith("1.10.")
 
 
+class _ClosedStandaloneStream(logging.Filter):
+    """Drops mcp's ERROR record for a client that closed its GET (standalone SSE) stream.
+
+    AWorld's MCP client closes that stream with every session it ends; mcp logs each close
+    as an error with a traceback, which FastMCP's rich handler renders with syntax
+    highlighting: about 80 ms of the server's CPU per episode, more than all its real work.
+    Any other error, in that writer or elsewhere, is still logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import anyio
+
+        exc = record.exc_info[1] if record.exc_info else None
+        closed = isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+        return not (closed and record.getMessage() == "Error in standalone SSE writer")
+
+
+def quiet_closed_streams() -> None:
+    target = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _ClosedStandaloneStream) for f in target.filters):
+        target.addFilter(_ClosedStandaloneStream())
+
+
 def contain_session_errors() -> None:
+    quiet_closed_streams()  # every release; the rest only on mcp 1.10
     if not _mcp_is_1_10():
         return
     from mcp.server.lowlevel.server import Server
@@ -85,14 +109,15 @@ def _cache_initialization_options(server_class) -> None:
     server_class.create_initialization_options = create_initialization_options
 
 
-def settings_from_env() -> dict:
+def settings_from_env(log_level: str | None = None) -> dict:
     """FastMCP settings a parent process sets as FASTMCP_* variables (the GAIA gateway's RUN_ENV).
 
     mcp 1.10's FastMCP read them from the environment; from mcp 1.2x its constructor passes its
-    own defaults explicitly, which win over the environment, so they are read here instead."""
+    own defaults explicitly, which win over the environment, so they are read here instead.
+    `log_level` is the server's own default, used when FASTMCP_LOG_LEVEL is not set."""
     import os
 
-    out: dict = {}
+    out: dict = {"log_level": log_level} if log_level else {}
     for key in ("stateless_http", "json_response"):
         value = os.environ.get(f"FASTMCP_{key.upper()}")
         if value is not None:

@@ -652,3 +652,17 @@ def test_verls_v1_advantages_leave_a_failed_episode_out_of_its_group(verl_run, t
     without = advantages({s: o for s, o in sessions.items() if s != 2})
     assert with_failed == pytest.approx(without)
     assert [o[0].reward_score for s, o in sessions.items() if s != 2] == [1.0, 0.0, 1.0]
+
+
+def test_agent_loop_workers_two_per_gpu_unless_set(tmp_path):
+    """Our AWorld loop is CPU-bound per process: verl gets 2 agent-loop workers per GPU (at least
+    its own 8); rollout.workers or the native key wins."""
+    run = _render(
+        trainer_for(tmp_path / "a", {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8}}})
+    )
+    assert run.final.actor_rollout_ref.rollout.agent.num_workers == 16
+    run = _render(trainer_for(tmp_path / "b", {"backend": "verl", "rollout": {"workers": 3}}))
+    assert run.final.actor_rollout_ref.rollout.agent.num_workers == 3
+    native = {"actor_rollout_ref": {"rollout": {"agent": {"num_workers": 5}}}}
+    run = _render(trainer_for(tmp_path / "c", {"backend": "verl", "verl": native}))
+    assert run.final.actor_rollout_ref.rollout.agent.num_workers == 5

@@ -87,7 +87,13 @@ class RolloutConfig(_Section):
         description="wall-clock limit of one episode, policy queue included (a guard against hangs)",
     )
     tool_timeout_s: float = Field(30.0, gt=0)
-    concurrency: int = Field(16, ge=1)
+    concurrency: int = Field(16, ge=1, description="episodes at once (over all workers)")
+    workers: int = Field(
+        1,
+        ge=1,
+        description="processes that run episodes (AWorld's loop is CPU-bound per process); "
+        "the policy stays in the main process (local backend and eval)",
+    )
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"

@@ -119,9 +119,12 @@ class AgentTrainer:
 
         runtime, _ = local_runtime(self.config)
         with running_envs(self.config.env, self.run_dir):
-            report = asyncio.run(
-                evaluate(self.spec, self.test_tasks, runtime, self.reward, show_progress=show_progress)
-            )
+            try:
+                report = asyncio.run(
+                    evaluate(self.spec, self.test_tasks, runtime, self.reward, show_progress=show_progress)
+                )
+            finally:
+                runtime.close()  # the rollout worker processes, if any
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
         return report
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -114,29 +115,62 @@ def _quiet_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-async def _wait_for_node(self, timeout: float = 60.0) -> None:
-    """MessageFuture's wait, polling with a short interval that backs off to AWorld's 100 ms.
+# node id -> (loop, event) of the message futures waiting on it; `_notify_finished` sets them
+_node_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
 
-    AWorld checks its state store every 100 ms for each message it waits on, and one
-    agent step waits on several: that fixed cost, not the model or the tools, was most of
-    an episode's wall time against a fast policy. Same contract: the future gets the
-    finished node, the error, or a TimeoutError after `timeout` seconds.
+
+def _notify_finished(node) -> None:
+    """Wake the futures waiting on `node` once its status is final (it may be set on another thread)."""
+    if not _node_waiters or not node.has_finished():
+        return
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    for loop, event in _node_waiters.get(node.node_id, ()):
+        if loop is here:
+            event.set()  # same loop: no wake-up of the selector needed
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+
+async def _wait_for_node(self, timeout: float = 60.0) -> None:
+    """MessageFuture's wait, woken when the node's state store records it finished.
+
+    AWorld polls its state store every 100 ms for each message it waits on, and one agent
+    step waits on several: that fixed cost, not the model or the tools, was most of an
+    episode's wall time against a fast policy. The state store now wakes the waiter when it
+    records the node finished; a poll every 100 ms stays as a fallback for a status set
+    without a store update. Same contract: the future gets the finished node, the error, or
+    a TimeoutError after `timeout` seconds.
     """
     deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
-    interval = 0.002
-    while time.monotonic() < deadline:
-        try:
-            node = self.state_mng.get_node(self.msg_id)
-            if node is not None and node.has_finished():
+    waiter = (asyncio.get_running_loop(), asyncio.Event())
+    _node_waiters.setdefault(self.msg_id, []).append(waiter)
+    try:
+        while True:
+            try:
+                node = self.state_mng.get_node(self.msg_id)
+                if node is not None and node.has_finished():
+                    if not self.future.done():
+                        self.future.set_result(node)
+                    return
+            except Exception as exc:
                 if not self.future.done():
-                    self.future.set_result(node)
+                    self.future.set_exception(exc)
                 return
-        except Exception as exc:
-            if not self.future.done():
-                self.future.set_exception(exc)
-            return
-        await asyncio.sleep(interval)
-        interval = min(interval * 1.5, 0.1)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            waiter[1].clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter[1].wait(), min(left, 0.1))
+    finally:
+        waiters = _node_waiters.get(self.msg_id, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            _node_waiters.pop(self.msg_id, None)
     if not self.future.done():
         self.future.set_exception(
             TimeoutError(f"Message {self.msg_id} did not complete within {timeout} seconds")
@@ -150,17 +184,60 @@ def _use_in_memory_history() -> None:
     from aworld.memory.main import InMemoryMemoryStore, MemoryFactory
 
     class EpisodeHistoryStore(InMemoryMemoryStore):
+        """AWorld's in-memory store, with the items also listed by session.
+
+        Every history lookup of an episode names its session; the base store scanned the items
+        of every episode in flight for each one (quadratic in the concurrency). A lookup by
+        session now scans that session's items only, in the same order, with the same filter.
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._by_session: dict[str | None, list] = {}
+
+        def add(self, memory_item) -> None:
+            super().add(memory_item)
+            self._by_session.setdefault(memory_item.session_id, []).append(memory_item)
+
+        def get_all(self, filters: dict | None = None) -> list:
+            session_id = (filters or {}).get("session_id")
+            if session_id is None:
+                return super().get_all(filters)
+            items = self._by_session.get(session_id, ())
+            return [item for item in items if self._filter_memory_item(item, filters)]
+
+        def update(self, memory_item) -> None:
+            super().update(memory_item)
+            own = self._by_session.get(memory_item.session_id, [])
+            for items in (own, *(v for v in self._by_session.values() if v is not own)):
+                for index, item in enumerate(items):
+                    if item.id == memory_item.id:
+                        items[index] = memory_item
+                        return
+
         # InMemoryMemoryStore only marks deleted items; lookups would still scan them.
         def purge_session(self, session_id: str) -> None:
             self.memory_items = [item for item in self.memory_items if item.session_id != session_id]
+            self._by_session.pop(session_id, None)
 
     MemoryFactory.init(custom_memory_store=EpisodeHistoryStore())
 
 
 def _patch_message_wait() -> None:
     from aworld.core.event.message_future import MessageFuture
+    from aworld.runners.state_manager import InMemoryStateStorage
 
     MessageFuture._wait_internal = _wait_for_node
+    original = InMemoryStateStorage.update
+    if getattr(original, "_aworld_train_patched", False):
+        return
+
+    def update(self, node) -> None:
+        original(self, node)
+        _notify_finished(node)
+
+    update._aworld_train_patched = True
+    InMemoryStateStorage.update = update
 
 
 # -- what one episode leaves in AWorld's process-wide registries -------------------------------
@@ -389,4 +466,7 @@ def apply() -> None:
     _quiet_loggers()
     _route_file_logs()
     _no_failed_request_files()
+    from aworld_train.aworld import trims
+
+    trims.apply()
     _applied = True

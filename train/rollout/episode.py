@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
@@ -45,6 +45,14 @@ class RolloutRuntime:
     renderer: ChatRenderer
     stop_token_ids: list[int]
     rollout: RolloutConfig
+    # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
+    pool: Any = field(default=None, repr=False, compare=False)
+
+    def close(self) -> None:
+        """End the worker processes, if any; a later batch starts new ones."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
 
 
 class _Ended(Exception):
@@ -363,21 +371,25 @@ class Episode:
         self._end("ok")
 
     def _score(self) -> None:
-        traj = self.traj
-        if self.reward is None or traj.status in FAILED_STATUSES - {"reward_error"}:
-            return
-        if traj.status == "malformed_tool_call":
-            traj.reward = 0.0
-            return
-        try:
-            traj.reward, traj.reward_extras = self.reward(traj, self.task.sample())
-        except RewardError as exc:
-            traj.status, traj.error = "reward_error", str(exc)
-        except Exception as exc:
-            traj.status, traj.error = (
-                "reward_error",
-                f"reward function {self.reward.reference} raised {type(exc).__name__}: {exc}",
-            )
+        score(self.traj, self.task, self.reward)
+
+
+def score(traj: Trajectory, task: Task, reward: RewardFunction | None) -> None:
+    """Set the trajectory's reward (or reward_error status) from `reward`; failed episodes get none."""
+    if reward is None or traj.status in FAILED_STATUSES - {"reward_error"}:
+        return
+    if traj.status == "malformed_tool_call":
+        traj.reward = 0.0
+        return
+    try:
+        traj.reward, traj.reward_extras = reward(traj, task.sample())
+    except RewardError as exc:
+        traj.status, traj.error = "reward_error", str(exc)
+    except Exception as exc:
+        traj.status, traj.error = (
+            "reward_error",
+            f"reward function {reward.reference} raised {type(exc).__name__}: {exc}",
+        )
 
 
 def _plain(message: dict[str, Any]) -> dict[str, Any]:
@@ -426,7 +438,14 @@ async def run_episodes(
     samples_per_task: int = 1,
     on_done=None,
 ) -> list[Trajectory]:
-    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order."""
+    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order.
+
+    With `rollout.workers` > 1 the episodes run in that many worker processes (workers.py).
+    """
+    if runtime.rollout.workers > 1:
+        from aworld_train.rollout.workers import run_in_workers
+
+        return await run_in_workers(spec, tasks, runtime, reward, samples_per_task, on_done)
     limit = asyncio.Semaphore(runtime.rollout.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 

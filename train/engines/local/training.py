@@ -231,6 +231,7 @@ class LocalTraining:
                 )
                 raise
             finally:
+                self.runtime.close()  # the rollout worker processes, if any
                 curve = self.folder.plot_reward_curve()
                 self.folder.close()
         summary = {

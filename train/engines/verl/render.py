@@ -61,6 +61,30 @@ def native_inputs(cfg: TrainConfig) -> NativeInputs:
     return NativeInputs(reward=reward, has_train_files=native_value(cfg, "data.train_files") is not None)
 
 
+# Agent-loop worker processes per GPU when the user sets none. One process runs our AWorld
+# episodes at about 10-15 episodes/s of CPU-bound loop (bench/rollout_workers.py); a GPU serving
+# a small or mid-size model answers the LLM calls of more episodes than that (ARCHITECTURE.md).
+AGENT_WORKERS_PER_GPU = 2
+
+
+def agent_loop_workers(inputs: RunInputs) -> int:
+    """verl's agent-loop workers: `rollout.workers` if set, else 2 per GPU and at least verl's 8."""
+    cfg = inputs.config
+    if inputs.explicit("rollout.workers"):
+        return cfg.rollout.workers
+    if is_cpu_run(cfg):
+        return 1
+    gpus = _count(get(cfg.verl, "trainer.n_gpus_per_node"), 8) * _count(get(cfg.verl, "trainer.nnodes"), 1)
+    return max(8, AGENT_WORKERS_PER_GPU * gpus)
+
+
+def _count(value: Any, default: int) -> int:
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):  # blank or "auto": verl's own default
+        return default
+
+
 def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
     cfg = inputs.config
     algo, rollout = cfg.algorithm, cfg.rollout
@@ -86,6 +110,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.rollout.multi_turn.enable", True),
         Derived("actor_rollout_ref.rollout.agent.agent_loop_config_path", str(folder / "agent_loop.yaml")),
         Derived("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_NAME),
+        Derived("actor_rollout_ref.rollout.agent.num_workers", agent_loop_workers(inputs), "rollout.workers"),
         Derived("actor_rollout_ref.actor.optim.lr", algo.lr, "algorithm.lr"),
         Derived("actor_rollout_ref.actor.clip_ratio_low", algo.clip_low, "algorithm.clip_low"),
         Derived("actor_rollout_ref.actor.clip_ratio_high", algo.clip_high, "algorithm.clip_high"),
