@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -59,8 +60,10 @@ class Episode:
         runtime: RolloutRuntime,
         reward: RewardFunction | None = None,
         episode_id: str | None = None,
+        seed: int | None = None,
     ) -> None:
         self.spec = spec
+        self.seed = seed  # fixes the sampling of every policy call (see derive_seed)
         self.task = task
         self.runtime = runtime
         self.cfg = runtime.rollout
@@ -199,6 +202,7 @@ class Episode:
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
+            seed=None if self.seed is None else derive_seed(self.seed, self.traj.num_turns),
         )
         call, since = object(), time.perf_counter()
         self._policy_calls[call] = since  # AWorld may call again before an earlier call returned
@@ -414,6 +418,11 @@ async def _reachable(url: str, timeout: float = 2.0) -> bool:
     return True
 
 
+def derive_seed(*parts: object) -> int:
+    """A stable 31-bit seed from parts (a run seed, a task id, a sample index, a turn)."""
+    return zlib.crc32("/".join(str(p) for p in parts).encode()) & 0x7FFFFFFF
+
+
 async def run_episodes(
     spec: AgentSpec,
     tasks: list[Task],
@@ -421,14 +430,19 @@ async def run_episodes(
     reward: RewardFunction | None = None,
     samples_per_task: int = 1,
     on_done=None,
+    seed: int | None = None,
 ) -> list[Trajectory]:
-    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order."""
+    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order.
+
+    With a `seed`, sample k of a task draws from its own seed (seed, task id, k), so a run
+    repeats whatever order episodes finish in and whatever batch their calls share."""
     limit = asyncio.Semaphore(runtime.rollout.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 
     async def one(task: Task, k: int) -> Trajectory:
+        own = None if seed is None else derive_seed(seed, task.id, k)
         async with limit:
-            traj = await Episode(spec, task, runtime, reward).run()
+            traj = await Episode(spec, task, runtime, reward, seed=own).run()
         if on_done is not None:
             on_done(traj)
         return traj
