@@ -13,6 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from aworld_train.rollout.policy import Generation
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog (5) refuses connections when many episodes ask at once
+    daemon_threads = True
+
+
 class FakeCompletionsServer:
     def __init__(
         self,
@@ -52,7 +57,7 @@ class FakeCompletionsServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

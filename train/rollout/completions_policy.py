@@ -93,7 +93,7 @@ class CompletionsPolicy:
         for attempt in range(self.retries + 1):
             try:
                 response = await self._client().post(self.url, json=body)
-            except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError) as exc:
+            except httpx.TransportError as exc:  # refused, reset, timed out: worth another try
                 if attempt == self.retries:
                     raise PolicyServerError(
                         f"completions endpoint {self.url} did not answer after {self.retries + 1} tries: {exc}"
