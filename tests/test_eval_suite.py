@@ -68,6 +68,21 @@ def test_spread_across_seeds_is_the_sample_std():
     assert (stats["min"], stats["max"]) == (0.25, 0.75)
 
 
+def test_tables_with_k1_do_not_repeat_pass_at_1(tmp_path):
+    from aworld_train.eval_suite import SuiteResult
+
+    result = CheckpointResult("m", "m", 1)
+    result.reports = {0: _report([[1.0], [0.0]])}
+    suite = SuiteResult(1, [0], [result], tmp_path)
+    suite.write()
+    assert (
+        suite.markdown().splitlines()[0]
+        == "| checkpoint | pass@1 | mean@1 | tool calls | episodes | failed |"
+    )
+    header = suite.table_csv.read_text().splitlines()[0].split(",")
+    assert len(header) == len(set(header)) and "pass@1_mean" in header and suite.plot.is_file()
+
+
 # -- the completions endpoint as policy ------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_policy(tiny_model_dir, tokenizer, stop_ids):

@@ -103,13 +103,21 @@ class SuiteResult:
     seeds_csv: Path | None = None
     plot: Path | None = None
 
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The reported metrics; with k = 1, pass@k is pass@1 and is not repeated."""
+        return METRICS if self.k > 1 else ("pass@1", "mean@k")
+
+    def name(self, metric: str) -> str:
+        return metric.replace("@k", f"@{self.k}")
+
     def markdown(self) -> str:
         k = self.k
-        head = ["checkpoint", "pass@1", f"pass@{k}", f"mean@{k}", "tool calls", "episodes", "failed"]
+        head = ["checkpoint", *map(self.name, self.metrics), "tool calls", "episodes", "failed"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.results:
             cells = [r.label]
-            for metric in METRICS:
+            for metric in self.metrics:
                 s = r.stats(metric)
                 cells.append(
                     f"{s['mean']:.3f} ± {s['std']:.3f}" if len(self.seeds) > 1 else f"{s['mean']:.3f}"
@@ -135,16 +143,15 @@ class SuiteResult:
         self.table_csv = self.out_dir / "eval_table.csv"
         with self.table_csv.open("w", newline="") as f:
             writer = csv.writer(f)
-            names = {"pass@1": "pass@1", "pass@k": f"pass@{k}", "mean@k": f"mean@{k}"}
             writer.writerow(
                 ["checkpoint", "model", "k", "seeds", "episodes"]
-                + [f"{names[m]}_{s}" for m in METRICS for s in ("mean", "std", "min", "max")]
+                + [f"{self.name(m)}_{s}" for m in self.metrics for s in ("mean", "std", "min", "max")]
                 + ["tool_call_rate", "failed"]
             )
             for r in self.results:
                 row = [r.label, r.model, k, " ".join(map(str, self.seeds))]
                 row.append(sum(rep.episodes for rep in r.reports.values()))
-                for metric in METRICS:
+                for metric in self.metrics:
                     row += [round(v, 6) for v in r.stats(metric).values()]
                 row.append(round(r.stats("tool_call_rate")["mean"], 6))
                 row.append(sum(_failed(rep) for rep in r.reports.values()))
@@ -152,12 +159,13 @@ class SuiteResult:
         self.seeds_csv = self.out_dir / "eval_seeds.csv"
         with self.seeds_csv.open("w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["checkpoint", "seed", "pass@1", f"pass@{k}", f"mean@{k}", "episodes", "wall_s"])
+            writer.writerow(["checkpoint", "seed", *map(self.name, self.metrics), "episodes", "wall_s"])
             for r in self.results:
                 for seed, rep in r.reports.items():
+                    values = {"pass@1": rep.pass_at(1), "pass@k": rep.pass_at(k), "mean@k": rep.mean_at_k}
                     writer.writerow(
-                        [r.label, seed, round(rep.pass_at(1), 6), round(rep.pass_at(k), 6)]
-                        + [round(rep.mean_at_k, 6), rep.episodes, round(rep.wall_s, 1)]
+                        [r.label, seed, *(round(values[m], 6) for m in self.metrics)]
+                        + [rep.episodes, round(rep.wall_s, 1)]
                     )
         self.plot = self._plot()
 
@@ -168,14 +176,14 @@ class SuiteResult:
         import matplotlib.pyplot as plt
 
         k = self.k
-        names = ["pass@1", f"pass@{k}", f"mean@{k}"]
-        width = 0.8 / len(METRICS)
+        width = 0.8 / len(self.metrics)
         fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(self.results) + 2), 4))
         xs = range(len(self.results))
-        for i, (metric, name) in enumerate(zip(METRICS, names, strict=True)):
+        for i, metric in enumerate(self.metrics):
             stats = [r.stats(metric) for r in self.results]
+            name = self.name(metric)
             ax.bar(
-                [x + (i - 1) * width for x in xs],
+                [x + (i - (len(self.metrics) - 1) / 2) * width for x in xs],
                 [s["mean"] for s in stats],
                 width,
                 yerr=[s["std"] for s in stats],
