@@ -202,6 +202,10 @@ def test_verl_render_is_accepted_by_verl(tmp_path, tiny_model_dir, tokenizer):
     assert final.optim.lr_scheduler_type == "cosine" and final.model.path == str(tiny_model_dir)
     optim = omega_conf_to_dataclass(final.optim)
     assert optim.lr == pytest.approx(1.0e-5)
+    # verl's own dataclasses take the model, engine and checkpoint sections as rendered
+    assert omega_conf_to_dataclass(final.model).path == str(tiny_model_dir)
+    omega_conf_to_dataclass(final.engine)
+    assert "hf_model" in omega_conf_to_dataclass(final.checkpoint).save_contents
     dataset = create_sft_dataset(final.data.train_files, final.data, tokenizer, None)
     ours = build_samples(load_config(cfg)).samples
     assert len(dataset) == len(ours) == 2
