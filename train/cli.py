@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from aworld_train.errors import AworldTrainError
+from aworld_train.errors import AworldTrainError, ConfigError
 
 
 def _trainer(args):
@@ -26,6 +26,11 @@ def cmd_run(args) -> int:
 def _eval_overrides(args) -> list[str]:
     """The eval flags as `eval.*` overrides (JSON values are YAML too)."""
     out = list(args.overrides)
+    for ref in args.checkpoints or []:
+        if "=" in ref and not Path(ref).exists():
+            raise ConfigError(
+                f"--checkpoints got {ref!r}, an override: put key.sub=value overrides before --checkpoints"
+            )
     for flag, key in (
         ("k", "k"),
         ("seeds", "seeds"),
