@@ -15,7 +15,6 @@ import asyncio
 import json
 import time
 import uuid
-import zlib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -30,7 +29,7 @@ from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.policy import PolicyClient, SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.tool_parser import parse_tool_calls
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
@@ -416,11 +415,6 @@ async def _reachable(url: str, timeout: float = 2.0) -> bool:
         return False
     writer.close()
     return True
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable 31-bit seed from parts (a run seed, a task id, a sample index, a turn)."""
-    return zlib.crc32("/".join(str(p) for p in parts).encode()) & 0x7FFFFFFF
 
 
 async def run_episodes(
