@@ -80,3 +80,17 @@ def test_concurrent_requests_are_batched(policy, tokenizer):
     gens = asyncio.run(many())
     assert len(gens) == 12 and all(g.token_ids for g in gens)
     assert policy.batches[before:] == [12]
+
+
+def test_a_seeded_row_draws_the_same_tokens_in_any_batch(policy, tokenizer):
+    """Seeds are per request (as vLLM's): batch mates and their seeds do not change a row's draws."""
+    a, b = (
+        tokenizer.encode("Tell me a story"),
+        tokenizer.encode("A much longer prompt about numbers and words"),
+    )
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0)
+    alone = policy.generate_batch([b], sampling, seeds=[9])[0]
+    shared = policy.generate_batch([a, b, b], sampling, seeds=[5, 9, 10])
+    assert shared[1].token_ids == alone.token_ids and shared[1].logprobs == pytest.approx(
+        alone.logprobs, abs=1e-4
+    )

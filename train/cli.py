@@ -1,4 +1,4 @@
-"""`aworld-train`: run, eval, render, env up."""
+"""`aworld-train`: run, eval, sft, render, check, env up."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from aworld_train.errors import AworldTrainError
+from aworld_train.errors import AworldTrainError, ConfigError
 
 
 def _trainer(args):
@@ -23,13 +23,53 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _eval_overrides(args) -> list[str]:
+    """The eval flags as `eval.*` overrides (JSON values are YAML too)."""
+    out = list(args.overrides)
+    for ref in args.checkpoints or []:
+        if "=" in ref and not Path(ref).exists():
+            raise ConfigError(
+                f"--checkpoints got {ref!r}, an override: put key.sub=value overrides before --checkpoints"
+            )
+    for flag, key in (
+        ("k", "k"),
+        ("seeds", "seeds"),
+        ("checkpoints", "checkpoints"),
+        ("policy_url", "policy_url"),
+        ("policy_model", "policy_model"),
+        ("out_dir", "out_dir"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            out.append(f"eval.{key}={json.dumps(value)}")
+    return out
+
+
 def cmd_eval(args) -> int:
-    trainer = _trainer(args)
+    from aworld_train.trainer import AgentTrainer
+
+    trainer = AgentTrainer(config=args.config, overrides=_eval_overrides(args))
     output = args.output or str(trainer.run_dir / "eval_trajectories.jsonl")
-    report = trainer.evaluate(output=output)
-    print(report.text())
-    print(json.dumps(report.summary()))
-    print(f"trajectories: {output}")
+
+    def show(label: str, seed: int, report) -> None:
+        print(f"{label} (seed {seed}): {report.text()}")
+        print(json.dumps({"checkpoint": label, "seed": seed, **report.summary()}))
+
+    suite = trainer.evaluate_suite(output=output, on_report=show)
+    print(suite.markdown(), end="")
+    print(f"table: {suite.table_md} {suite.table_csv}\nplot: {suite.plot}\ntrajectories: {output}")
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from aworld_train.sft import run_sft
+
+    result = run_sft(args.config, args.overrides, render_only=args.render)
+    if result.get("command"):
+        print(
+            f"# verl SFT run folder: {result['run_folder']}\n# launch: {result['command']}", file=sys.stderr
+        )
+    print(json.dumps(result, indent=2, default=str))
     return 0
 
 
@@ -107,10 +147,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
     run.set_defaults(func=cmd_run)
 
-    ev = sub.add_parser("eval", help="evaluate the agent on the test set")
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate checkpoints on the test set: k samples per task, fixed seeds, pass@k and mean@k",
+    )
     with_config(ev)
-    ev.add_argument("--output", help="trajectories JSONL (default: <run_dir>/eval_trajectories.jsonl)")
+    ev.add_argument("--output", help="all trajectories, JSONL (default: <run_dir>/eval_trajectories.jsonl)")
+    ev.add_argument("--k", type=int, help="samples per task (eval.k)")
+    ev.add_argument("--seeds", type=int, nargs="+", help="one evaluation per seed (eval.seeds)")
+    ev.add_argument(
+        "--checkpoints",
+        nargs="+",
+        help="run folders, checkpoint folders or embedded:<name>, compared in one table (eval.checkpoints)",
+    )
+    ev.add_argument(
+        "--policy-url", help="OpenAI-compatible completions endpoint returning token ids (eval.policy_url)"
+    )
+    ev.add_argument("--policy-model", help="model name sent to --policy-url (eval.policy_model)")
+    ev.add_argument("--out-dir", help="table, plot and trajectories (default: <run_dir>/eval)")
     ev.set_defaults(func=cmd_eval)
+
+    sft = sub.add_parser(
+        "sft", help="supervised fine-tuning on multi-turn trajectories (loss on assistant tokens), then eval"
+    )
+    with_config(sft)
+    sft.add_argument(
+        "--render",
+        action="store_true",
+        help="sft.backend verl: write the run folder and print the command only",
+    )
+    sft.set_defaults(func=cmd_sft)
 
     render = sub.add_parser("render", help="print the final config without running")
     with_config(render)

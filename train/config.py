@@ -162,6 +162,61 @@ class TrainerConfig(_Section):
     seed: int = 0
 
 
+class EvalConfig(_Section):
+    """`aworld-train eval`: k samples per task under fixed seeds, over one or more checkpoints."""
+
+    k: int = Field(1, ge=1, description="samples per task; pass@k and mean@k are computed from them")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        description="one evaluation per seed; the spread is reported",
+    )
+    checkpoints: list[str] = Field(
+        default_factory=list,
+        description="models to compare: run folders, checkpoint folders or embedded:<name> (empty: `model`)",
+    )
+    policy_url: str | None = Field(
+        None,
+        description="an OpenAI-compatible completions endpoint that returns token ids (a vLLM server, "
+        "http://host:8000/v1); unset: the local model",
+    )
+    policy_model: str | None = Field(
+        None, description="model name sent to policy_url (default: each checkpoint as given)"
+    )
+    api_key: str | None = Field(None, description="for policy_url; keep it a ${ENV_VAR} reference")
+    request_timeout_s: float = Field(300.0, gt=0)
+    temperature: float | None = Field(None, ge=0, description="sampling temperature (default: rollout's)")
+    out_dir: str | None = Field(None, description="table, plot and trajectories (default: <run_dir>/eval)")
+
+
+class SFTConfig(_Section):
+    """`aworld-train sft`: supervised fine-tuning on multi-turn trajectories, loss on assistant tokens."""
+
+    data: list[str] = Field(
+        default_factory=list,
+        description="trajectory files: AgentGym records (item_id, conversations) or `eval`'s JSONL",
+    )
+    format: Literal["auto", "agentgym", "trajectory"] = "auto"
+    only_correct: bool = Field(True, description="keep only trajectories whose reward reaches min_reward")
+    min_reward: float = 0.999
+    system: str | None = Field(None, description="system prompt put before AgentGym conversations")
+    backend: Literal["local", "verl"] = "local"
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
+    lr: float = Field(1.0e-5, gt=0)
+    batch_size: int = Field(8, ge=1, description="sequences per optimizer step")
+    micro_batch_tokens: int = Field(4096, ge=64, description="token budget of one forward/backward")
+    max_length: int = Field(2048, ge=16, description="longer sequences are left out (and counted)")
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    seed: int = 0
+    run_dir: str = "runs/sft"
+    eval_after: bool = Field(True, description="evaluate the result on data.test right after training")
+    eval_base: bool = Field(False, description="evaluate the starting model too, in the same table")
+    verl: dict[str, Any] = Field(default_factory=dict, description="native keys for verl's SFT trainer")
+
+
 class TrainConfig(_Section):
     backend: str = "local"
     model: str = DEFAULT_MODEL
@@ -174,6 +229,8 @@ class TrainConfig(_Section):
     env: list[EnvServerConfig] = Field(
         default_factory=list, description="MCP servers the run starts over HTTP on 127.0.0.1"
     )
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
     verl: dict[str, Any] = Field(default_factory=dict)
     areal: dict[str, Any] = Field(default_factory=dict)
 

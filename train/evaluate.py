@@ -1,8 +1,10 @@
-"""Evaluation: run the agent over tasks and report accuracy, tool use, turns and failures."""
+"""Evaluation: run the agent over tasks, k samples each, and report pass@k, mean@k, accuracy,
+tool use, turns and failures."""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +20,18 @@ from aworld_train.rollout.trajectory import Task, Trajectory
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k of one task from n samples of which c are correct: 1 - C(n-c, k) / C(n, k).
+
+    The chance that k samples drawn without replacement from the n hold at least one correct one.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
 @dataclass
 class EvalReport:
     episodes: int
@@ -28,9 +42,10 @@ class EvalReport:
     statuses: dict[str, int]
     wall_s: float
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    samples_per_task: int = 1
 
     @classmethod
-    def of(cls, trajectories: list[Trajectory], wall_s: float) -> EvalReport:
+    def of(cls, trajectories: list[Trajectory], wall_s: float, samples_per_task: int = 1) -> EvalReport:
         n = max(len(trajectories), 1)
         rewards = [t.reward or 0.0 for t in trajectories]
         return cls(
@@ -42,11 +57,40 @@ class EvalReport:
             statuses=dict(Counter(t.status for t in trajectories)),
             wall_s=wall_s,
             trajectories=trajectories,
+            samples_per_task=samples_per_task,
         )
 
+    def per_task(self) -> list[tuple[str, list[float]]]:
+        """(task id, rewards of its samples) in task order; a failed episode's reward counts as 0.
+
+        Samples of one task are consecutive (run_episodes keeps task order)."""
+        k = self.samples_per_task
+        return [
+            (self.trajectories[i].task_id, [t.reward or 0.0 for t in self.trajectories[i : i + k]])
+            for i in range(0, len(self.trajectories), k)
+        ]
+
+    def pass_at(self, k: int) -> float:
+        """Mean over tasks of the unbiased pass@k from each task's samples."""
+        tasks = self.per_task()
+        if not tasks:
+            return 0.0
+        return sum(pass_at_k(len(r), sum(x >= CORRECT for x in r), k) for _, r in tasks) / len(tasks)
+
+    @property
+    def mean_at_k(self) -> float:
+        """Mean reward over the k samples of every task, averaged over tasks (partial rewards count)."""
+        tasks = self.per_task()
+        return sum(sum(r) / len(r) for _, r in tasks) / len(tasks) if tasks else 0.0
+
     def summary(self) -> dict:
+        k = self.samples_per_task
         return {
             "episodes": self.episodes,
+            "k": k,
+            "pass@1": round(self.pass_at(1), 4) if self.episodes else 0.0,
+            f"pass@{k}": round(self.pass_at(k), 4) if self.episodes else 0.0,
+            f"mean@{k}": round(self.mean_at_k, 4),
             "accuracy": round(self.accuracy, 4),
             "mean_reward": round(self.mean_reward, 4),
             "tool_call_rate": round(self.tool_call_rate, 4),
@@ -57,18 +101,25 @@ class EvalReport:
 
     def text(self) -> str:
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
+        k = self.samples_per_task
+        at_k = (
+            f"pass@1 {self.pass_at(1):.3f} | pass@{k} {self.pass_at(k):.3f} | mean@{k} {self.mean_at_k:.3f} | "
+            if k > 1 and self.episodes
+            else ""
+        )
         return (
-            f"episodes {self.episodes} | accuracy {self.accuracy:.3f} | mean reward {self.mean_reward:.3f} | "
+            f"{at_k}episodes {self.episodes} | accuracy {self.accuracy:.3f} | mean reward {self.mean_reward:.3f} | "
             f"tool-call rate {self.tool_call_rate:.3f} | mean turns {self.mean_turns:.2f} | "
             f"statuses: {statuses} | {self.wall_s:.1f}s"
         )
 
-    def write_jsonl(self, path: str | Path) -> Path:
+    def write_jsonl(self, path: str | Path, extra: dict | None = None, append: bool = False) -> Path:
+        """Trajectories with their tokens, one per line; `extra` keys (checkpoint, seed) go into each."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as f:
+        with path.open("a" if append else "w") as f:
             for traj in self.trajectories:
-                f.write(json.dumps(traj.to_dict(), default=str) + "\n")
+                f.write(json.dumps({**traj.to_dict(), **(extra or {})}, default=str) + "\n")
         return path
 
 
@@ -79,7 +130,10 @@ async def evaluate(
     reward: RewardFunction,
     description: str = "eval",
     show_progress: bool = True,
+    samples_per_task: int = 1,
+    seed: int | None = None,
 ) -> EvalReport:
+    """Every task `samples_per_task` times; with a `seed`, each sample draws from its own fixed seed."""
     started = time.perf_counter()
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -90,7 +144,7 @@ async def evaluate(
         disable=not show_progress,
         transient=False,
     ) as progress:
-        bar = progress.add_task(description, total=len(tasks), correct=0)
+        bar = progress.add_task(description, total=len(tasks) * samples_per_task, correct=0)
         correct = 0
 
         def done(traj: Trajectory) -> None:
@@ -98,5 +152,7 @@ async def evaluate(
             correct += (traj.reward or 0.0) >= CORRECT
             progress.update(bar, advance=1, correct=correct)
 
-        trajectories = await run_episodes(spec, tasks, runtime, reward, samples_per_task=1, on_done=done)
-    return EvalReport.of(trajectories, time.perf_counter() - started)
+        trajectories = await run_episodes(
+            spec, tasks, runtime, reward, samples_per_task=samples_per_task, on_done=done, seed=seed
+        )
+    return EvalReport.of(trajectories, time.perf_counter() - started, samples_per_task)

@@ -128,6 +128,26 @@ class AgentTrainer:
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
         return report
 
+    def evaluate_suite(
+        self, output: str | Path | None = None, out_dir: str | Path | None = None, on_report=None
+    ):
+        """`config.eval`: every checkpoint under every seed, k samples per task; writes the table
+        (markdown, CSV), the plot and the trajectories; returns the SuiteResult."""
+        if not self.test_tasks:
+            raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
+        from aworld_train.eval_suite import run_suite
+
+        ev = self.config.eval
+        return run_suite(
+            self.config,
+            self.spec,
+            self.test_tasks,
+            self.reward,
+            out_dir or ev.out_dir or self.run_dir / "eval",
+            trajectories_path=output,
+            on_report=on_report,
+        )
+
 
 def _check_lengths(cfg: TrainConfig, context: int | None) -> None:
     """Token limits the model cannot hold would fail mid-run (position ids past the context)."""

@@ -29,7 +29,7 @@ from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import PolicyClient, SamplingParams
+from aworld_train.rollout.policy import PolicyClient, SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.tool_parser import parse_tool_calls
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
@@ -67,8 +67,10 @@ class Episode:
         runtime: RolloutRuntime,
         reward: RewardFunction | None = None,
         episode_id: str | None = None,
+        seed: int | None = None,
     ) -> None:
         self.spec = spec
+        self.seed = seed  # fixes the sampling of every policy call (see derive_seed)
         self.task = task
         self.runtime = runtime
         self.cfg = runtime.rollout
@@ -209,6 +211,7 @@ class Episode:
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
+            seed=None if self.seed is None else derive_seed(self.seed, self.traj.num_turns),
         )
         call, since = object(), time.perf_counter()
         self._policy_calls[call] = since  # AWorld may call again before an earlier call returned
@@ -437,21 +440,25 @@ async def run_episodes(
     reward: RewardFunction | None = None,
     samples_per_task: int = 1,
     on_done=None,
+    seed: int | None = None,
 ) -> list[Trajectory]:
     """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order.
 
+    With a `seed`, sample k of a task draws from its own seed (seed, task id, k), so a run
+    repeats whatever order episodes finish in and whatever batch their calls share.
     With `rollout.workers` > 1 the episodes run in that many worker processes (workers.py).
     """
     if runtime.rollout.workers > 1:
         from aworld_train.rollout.workers import run_in_workers
 
-        return await run_in_workers(spec, tasks, runtime, reward, samples_per_task, on_done)
+        return await run_in_workers(spec, tasks, runtime, reward, samples_per_task, on_done, seed)
     limit = asyncio.Semaphore(runtime.rollout.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 
     async def one(task: Task, k: int) -> Trajectory:
+        own = None if seed is None else derive_seed(seed, task.id, k)
         async with limit:
-            traj = await Episode(spec, task, runtime, reward).run()
+            traj = await Episode(spec, task, runtime, reward, seed=own).run()
         if on_done is not None:
             on_done(traj)
         return traj

@@ -79,6 +79,7 @@ class LocalPolicy:
                     [r.prompt_ids for r in batch],
                     batch[0].sampling,
                     [r.sampling.max_new_tokens for r in batch],
+                    [r.sampling.seed for r in batch],
                 )
             except Exception as exc:
                 for r in batch:
@@ -91,13 +92,38 @@ class LocalPolicy:
 
     @torch.inference_mode()
     def generate_batch(
-        self, prompts: list[list[int]], sampling: SamplingParams, max_new: list[int] | None = None
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        max_new: list[int] | None = None,
+        seeds: list[int | None] | None = None,
     ) -> list[Generation]:
+        """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all)."""
+        n = len(prompts)
         with self.lock:
-            return self._generate(prompts, sampling, max_new or [sampling.max_new_tokens] * len(prompts))
+            return self._generate(
+                prompts, sampling, max_new or [sampling.max_new_tokens] * n, seeds or [sampling.seed] * n
+            )
+
+    def _generators(self, seeds: list[int | None], device) -> list[torch.Generator]:
+        """One generator per row: a seeded row draws the same tokens whatever batch it shares."""
+        shared = torch.Generator(device=device)
+        shared.seed()
+        out = []
+        for seed in seeds:
+            if seed is None:
+                out.append(shared)
+            else:
+                out.append(torch.Generator(device=device))
+                out[-1].manual_seed(int(seed))
+        return out
 
     def _generate(
-        self, prompts: list[list[int]], sampling: SamplingParams, max_new: list[int]
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        max_new: list[int],
+        seeds: list[int | None],
     ) -> list[Generation]:
         device = self.device
         was_training = self.model.training
@@ -110,11 +136,7 @@ class LocalPolicy:
             input_ids[i, width - len(p) :] = torch.tensor(p)
             attention[i, width - len(p) :] = 1
         input_ids, attention = input_ids.to(device), attention.to(device)
-        generator = torch.Generator(device=device)
-        if sampling.seed is not None:
-            generator.manual_seed(sampling.seed)
-        else:
-            generator.seed()
+        generators = self._generators(seeds, device)
         stop = torch.tensor(self.stop_token_ids, device=device)
         limits = torch.tensor(max_new, device=device)
         finished = torch.zeros(n, dtype=torch.bool, device=device)
@@ -131,7 +153,10 @@ class LocalPolicy:
             logp = torch.log_softmax(logits / temperature, dim=-1)
             if sampling.temperature > 0:
                 filtered = _filter_logits(logits / temperature, sampling.top_k, sampling.top_p)
-                chosen = torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(-1)
+                probs = filtered.softmax(-1)
+                chosen = torch.cat(
+                    [torch.multinomial(probs[i], 1, generator=generators[i]) for i in range(n)]
+                )
             else:
                 chosen = logits.argmax(-1)
             chosen = torch.where(finished, torch.full_like(chosen, self.pad_id), chosen)
@@ -164,7 +189,8 @@ class LocalPolicy:
 
 
 def _sampling_key(s: SamplingParams) -> tuple:
-    return (s.temperature, s.top_p, s.top_k, s.seed)
+    # the seed is per row (see _generators), so requests with different seeds share a batch
+    return (s.temperature, s.top_p, s.top_k)
 
 
 def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[RolloutRuntime, object]:

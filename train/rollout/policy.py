@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -17,6 +18,14 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 31-bit seed from parts (a run seed, a task id, a sample index, a turn).
+
+    A seed fixes one request's draws (as vLLM's per-request `seed` does): requests that must
+    differ, such as the samples of one group, each get their own."""
+    return zlib.crc32("/".join(str(p) for p in parts).encode()) & 0x7FFFFFFF
 
 
 @dataclass

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.policy import Generation, PolicyClient, SamplingParams
+from aworld_train.rollout.policy import Generation, PolicyClient, SamplingParams, derive_seed
 from aworld_train.rollout.trajectory import Trajectory
 
 
@@ -23,7 +24,12 @@ async def sample_groups(
 ) -> list[Trajectory]:
     """`group_size` samples of every prompt, scored by `reward(prompt_ids, generation)`, in prompt order."""
     jobs = [(i, p) for i, p in enumerate(prompts) for _ in range(group_size)]
-    gens = await asyncio.gather(*(policy.generate(p, sampling) for _, p in jobs))
+    # a seed fixes one request's draws: each sample of a seeded group gets its own
+    per_job = [
+        sampling if sampling.seed is None else replace(sampling, seed=derive_seed(sampling.seed, j))
+        for j in range(len(jobs))
+    ]
+    gens = await asyncio.gather(*(policy.generate(p, s) for (_, p), s in zip(jobs, per_job, strict=True)))
     trajs = []
     for (i, prompt), gen in zip(jobs, gens, strict=True):
         seg = Segment(

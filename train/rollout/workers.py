@@ -111,14 +111,20 @@ async def run_in_workers(
     reward: RewardFunction | None = None,
     samples_per_task: int = 1,
     on_done=None,
+    seed: int | None = None,
 ) -> list[Trajectory]:
     """`run_episodes` over `rollout.workers` processes; same results, in task order."""
     from aworld_train.rollout.episode import score
+    from aworld_train.rollout.policy import derive_seed
 
     if runtime.pool is None:
         runtime.pool = WorkerPool(runtime, runtime.rollout.workers)
     pool: WorkerPool = runtime.pool
-    jobs = [task for task in tasks for _ in range(samples_per_task)]
+    jobs = [
+        (task, None if seed is None else derive_seed(seed, task.id, k))
+        for task in tasks
+        for k in range(samples_per_task)
+    ]
     results: list[Trajectory | None] = [None] * len(jobs)
     share = max(1, math.ceil(runtime.rollout.concurrency / pool.size))
     busy = set()
@@ -145,7 +151,7 @@ async def run_in_workers(
                 job.add_done_callback(serving.discard)
             elif kind == "trajectory":
                 _, _, index, traj = message
-                score(traj, jobs[index], reward)
+                score(traj, jobs[index][0], reward)
                 results[index] = traj
                 if on_done is not None:
                     on_done(traj)
@@ -288,9 +294,9 @@ async def _run_batch(wid: int, spec, jobs: list[tuple[int, Any]], concurrency: i
 
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(index: int, task) -> None:
+    async def one(index: int, task, seed: int | None) -> None:
         async with limit:
-            traj = await Episode(spec, task, runtime).run()  # scored in the main process
+            traj = await Episode(spec, task, runtime, seed=seed).run()  # scored in the main process
         to_main.put(("trajectory", wid, index, traj))
 
-    await asyncio.gather(*(one(i, t) for i, t in jobs))
+    await asyncio.gather(*(one(i, task, seed) for i, (task, seed) in jobs))

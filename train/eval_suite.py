@@ -1,0 +1,334 @@
+"""`aworld-train eval` over several checkpoints and seeds: one table (markdown, CSV) and one plot.
+
+Each checkpoint (a run folder, a checkpoint folder or `embedded:<name>`) is evaluated
+once per seed with k samples per task; pass@1, pass@k and mean@k are reported as
+their mean and spread (sample standard deviation, min, max) across seeds. The policy
+is the local model, or an OpenAI-compatible completions endpoint (`eval.policy_url`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import gc
+import json
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aworld_train.aworld.agent_spec import AgentSpec
+from aworld_train.config import TrainConfig
+from aworld_train.errors import ModelError
+from aworld_train.evaluate import EvalReport, evaluate
+from aworld_train.models import EMBEDDED_PREFIX
+from aworld_train.reward import RewardFunction
+from aworld_train.rollout.trajectory import Task
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+METRICS = ("pass@1", "pass@k", "mean@k")
+
+
+def resolve_checkpoint(ref: str) -> str:
+    """A model reference the loaders take: `embedded:<name>`, a model folder, or a run
+    folder's latest checkpoint (`checkpoints/step_N` holding a model)."""
+    if ref.startswith(EMBEDDED_PREFIX):
+        return ref
+    path = Path(ref).expanduser()
+    if (path / "config.json").is_file():
+        return str(path)
+    steps = []
+    if (path / "checkpoints").is_dir():
+        for child in (path / "checkpoints").iterdir():
+            match = _STEP_DIR.match(child.name)
+            if match and (child / "config.json").is_file():
+                steps.append((int(match.group(1)), child))
+    if steps:
+        return str(max(steps)[1])
+    raise ModelError(
+        f"checkpoint {ref!r} is not embedded:<name>, a model folder with config.json, or a run folder "
+        "with checkpoints/step_N model folders; pass one of those to --checkpoints"
+    )
+
+
+def checkpoint_label(ref: str, resolved: str) -> str:
+    """A short, file-name-safe name for the table: `run/step_000008`, `smollm2-135m`."""
+    if ref.startswith(EMBEDDED_PREFIX):
+        label = ref[len(EMBEDDED_PREFIX) :]
+    else:
+        path = Path(resolved)
+        label = f"{path.parent.parent.name}/{path.name}" if _STEP_DIR.match(path.name) else path.name
+    return re.sub(r"[^A-Za-z0-9_.@/-]+", "_", label) or "model"
+
+
+@dataclass
+class CheckpointResult:
+    label: str
+    model: str
+    k: int
+    reports: dict[int, EvalReport] = field(default_factory=dict)  # by seed
+
+    def values(self, metric: str) -> list[float]:
+        out = []
+        for report in self.reports.values():
+            if metric == "pass@1":
+                out.append(report.pass_at(1))
+            elif metric == "pass@k":
+                out.append(report.pass_at(self.k))
+            elif metric == "mean@k":
+                out.append(report.mean_at_k)
+            else:
+                out.append(float(getattr(report, metric)))
+        return out
+
+    def stats(self, metric: str) -> dict[str, float]:
+        values = self.values(metric)
+        return {
+            "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values),
+            "max": max(values),
+        }
+
+
+@dataclass
+class SuiteResult:
+    k: int
+    seeds: list[int]
+    results: list[CheckpointResult]
+    out_dir: Path
+    table_md: Path | None = None
+    table_csv: Path | None = None
+    seeds_csv: Path | None = None
+    plot: Path | None = None
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The reported metrics; with k = 1, pass@k is pass@1 and is not repeated."""
+        return METRICS if self.k > 1 else ("pass@1", "mean@k")
+
+    def name(self, metric: str) -> str:
+        return metric.replace("@k", f"@{self.k}")
+
+    def markdown(self) -> str:
+        k = self.k
+        head = ["checkpoint", *map(self.name, self.metrics), "tool calls", "episodes", "failed"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in self.results:
+            cells = [r.label]
+            for metric in self.metrics:
+                s = r.stats(metric)
+                cells.append(
+                    f"{s['mean']:.3f} ± {s['std']:.3f}" if len(self.seeds) > 1 else f"{s['mean']:.3f}"
+                )
+            cells.append(f"{r.stats('tool_call_rate')['mean']:.2f}")
+            episodes = sum(rep.episodes for rep in r.reports.values())
+            failed = sum(_failed(rep) for rep in r.reports.values())
+            cells += [str(episodes), str(failed)]
+            lines.append("| " + " | ".join(cells) + " |")
+        seeds = ", ".join(str(s) for s in self.seeds)
+        lines.append("")
+        lines.append(
+            f"k = {k} samples per task; seeds {seeds}; mean ± sample std across seeds; "
+            "pass@k is the unbiased estimator 1 - C(n-c, k) / C(n, k)."
+        )
+        return "\n".join(lines) + "\n"
+
+    def write(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.table_md = self.out_dir / "eval_table.md"
+        self.table_md.write_text(self.markdown())
+        k = self.k
+        self.table_csv = self.out_dir / "eval_table.csv"
+        with self.table_csv.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(
+                ["checkpoint", "model", "k", "seeds", "episodes"]
+                + [f"{self.name(m)}_{s}" for m in self.metrics for s in ("mean", "std", "min", "max")]
+                + ["tool_call_rate", "failed"]
+            )
+            for r in self.results:
+                row = [r.label, r.model, k, " ".join(map(str, self.seeds))]
+                row.append(sum(rep.episodes for rep in r.reports.values()))
+                for metric in self.metrics:
+                    row += [round(v, 6) for v in r.stats(metric).values()]
+                row.append(round(r.stats("tool_call_rate")["mean"], 6))
+                row.append(sum(_failed(rep) for rep in r.reports.values()))
+                writer.writerow(row)
+        self.seeds_csv = self.out_dir / "eval_seeds.csv"
+        with self.seeds_csv.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["checkpoint", "seed", *map(self.name, self.metrics), "episodes", "wall_s"])
+            for r in self.results:
+                for seed, rep in r.reports.items():
+                    values = {"pass@1": rep.pass_at(1), "pass@k": rep.pass_at(k), "mean@k": rep.mean_at_k}
+                    writer.writerow(
+                        [r.label, seed, *(round(values[m], 6) for m in self.metrics)]
+                        + [rep.episodes, round(rep.wall_s, 1)]
+                    )
+        self.plot = self._plot()
+
+    def _plot(self) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        k = self.k
+        width = 0.8 / len(self.metrics)
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(self.results) + 2), 4))
+        xs = range(len(self.results))
+        for i, metric in enumerate(self.metrics):
+            stats = [r.stats(metric) for r in self.results]
+            name = self.name(metric)
+            ax.bar(
+                [x + (i - (len(self.metrics) - 1) / 2) * width for x in xs],
+                [s["mean"] for s in stats],
+                width,
+                yerr=[s["std"] for s in stats],
+                capsize=3,
+                label=name,
+            )
+        ax.set_xticks(list(xs), [r.label for r in self.results], rotation=15, ha="right")
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("score")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="best")
+        ax.set_title(f"k={k}, seeds {', '.join(map(str, self.seeds))} (error bars: std across seeds)")
+        fig.tight_layout()
+        path = self.out_dir / "eval_plot.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+
+def _failed(report: EvalReport) -> int:
+    from aworld_train.rollout.trajectory import FAILED_STATUSES
+
+    return sum(n for status, n in report.statuses.items() if status in FAILED_STATUSES)
+
+
+def _runtime(config: TrainConfig, model_ref: str):
+    """(runtime, closer) for one checkpoint: the local model, or the completions endpoint."""
+    from aworld_train.models import load_tokenizer, stop_token_ids
+    from aworld_train.protocol import resolve_env_refs
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.completions_policy import CompletionsPolicy
+    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.local_policy import local_runtime
+
+    ev = config.eval
+    rollout = config.rollout
+    if ev.temperature is not None:
+        rollout = rollout.model_copy(update={"temperature": ev.temperature})
+    if ev.policy_url is None:
+        cfg = config.model_copy(update={"model": model_ref, "rollout": rollout})
+        runtime, _ = local_runtime(cfg)
+        return runtime, None
+    # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
+    tokenizer_ref = model_ref if _loadable(model_ref) else config.model
+    tokenizer = load_tokenizer(tokenizer_ref)
+    stops = stop_token_ids(tokenizer)
+    policy = CompletionsPolicy(
+        resolve_env_refs(ev.policy_url),
+        ev.policy_model or model_ref,
+        stop_token_ids=stops,
+        api_key=resolve_env_refs(ev.api_key) if ev.api_key else None,
+        timeout_s=ev.request_timeout_s,
+    )
+    renderer = ChatRenderer(
+        tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
+    )
+    return RolloutRuntime(policy, renderer, stops, rollout), policy
+
+
+def _loadable(ref: str) -> bool:
+    return ref.startswith(EMBEDDED_PREFIX) or (Path(ref).expanduser() / "config.json").is_file()
+
+
+def run_suite(
+    config: TrainConfig,
+    spec: AgentSpec,
+    tasks: list[Task],
+    reward: RewardFunction,
+    out_dir: str | Path,
+    trajectories_path: str | Path | None = None,
+    on_report: Callable[[str, int, EvalReport], None] | None = None,
+    show_progress: bool = True,
+) -> SuiteResult:
+    """Evaluate every checkpoint of `config.eval` (or `config.model`) under every seed; write
+    the table, the plot and the trajectories (per checkpoint and seed, and all in one file)."""
+    from aworld_train.servers import running_envs
+
+    ev = config.eval
+    out_dir = Path(out_dir)
+    refs = list(ev.checkpoints) or [config.model]
+    # remote endpoints serve names the local loaders may not know: those are sent as given
+    resolved = [ref if ev.policy_url and not _loadable(ref) else resolve_checkpoint(ref) for ref in refs]
+    labels = _unique([checkpoint_label(r, m) for r, m in zip(refs, resolved, strict=True)])
+    results = []
+    if trajectories_path is not None:
+        Path(trajectories_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(trajectories_path).write_text("")
+    with running_envs(config.env, out_dir):
+        for label, model_ref in zip(labels, resolved, strict=True):
+            runtime, closer = _runtime(config, model_ref)
+            result = CheckpointResult(label, model_ref, ev.k)
+            try:
+                for seed in ev.seeds:
+                    report = asyncio.run(
+                        _evaluate(
+                            spec,
+                            tasks,
+                            runtime,
+                            reward,
+                            f"{label} seed {seed}",
+                            show_progress,
+                            ev.k,
+                            seed,
+                            closer,
+                        )
+                    )
+                    result.reports[seed] = report
+                    extra = {"checkpoint": label, "model": model_ref, "seed": seed, "k": ev.k}
+                    report.write_jsonl(out_dir / label / f"seed_{seed}.jsonl", extra)
+                    if trajectories_path is not None:
+                        report.write_jsonl(trajectories_path, extra, append=True)
+                    if on_report is not None:
+                        on_report(label, seed, report)
+            finally:
+                del runtime
+                gc.collect()  # one checkpoint's weights at a time
+            results.append(result)
+    suite = SuiteResult(ev.k, list(ev.seeds), results, out_dir)
+    suite.write()
+    (out_dir / "eval_summary.json").write_text(
+        json.dumps(
+            {
+                r.label: {"model": r.model, **{m: r.stats(m) for m in METRICS}, "k": ev.k, "seeds": ev.seeds}
+                for r in results
+            },
+            indent=2,
+        )
+    )
+    return suite
+
+
+async def _evaluate(spec, tasks, runtime, reward, description, show_progress, k, seed, closer) -> EvalReport:
+    try:
+        return await evaluate(
+            spec, tasks, runtime, reward, description, show_progress, samples_per_task=k, seed=seed
+        )
+    finally:
+        if closer is not None:
+            await closer.aclose()  # its connections belong to this event loop
+
+
+def _unique(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
+    return out

@@ -1,0 +1,121 @@
+"""`aworld-train sft`: multi-turn SFT on trajectories (AgentGym's records or our eval JSONL),
+loss on assistant tokens only, tokenized through the RL token ledger; local backend or a
+rendered run of verl's SFT trainer; the result evaluated right after."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from aworld_train.config import TrainConfig, load_config
+from aworld_train.sft.data import SFTData, load_sft_data
+
+__all__ = ["build_samples", "run_sft"]
+
+
+def build_samples(cfg: TrainConfig) -> SFTData:
+    """The config's `sft.data` as samples, rendered with `model`'s tokenizer and the rollout's template settings."""
+    from aworld_train.errors import DatasetError
+    from aworld_train.models import check_model, load_tokenizer, stop_token_ids
+    from aworld_train.rollout.chat import ChatRenderer
+
+    check_model(cfg.model)
+    tokenizer = load_tokenizer(cfg.model)
+    stops = stop_token_ids(tokenizer)
+    stop_id = tokenizer.eos_token_id if tokenizer.eos_token_id in stops else stops[0]
+    renderer = ChatRenderer(
+        tokenizer, tool_block=cfg.rollout.tool_block, template_kwargs=cfg.rollout.chat_template_kwargs
+    )
+    sft = cfg.sft
+    data = load_sft_data(
+        sft.data,
+        renderer,
+        stop_id,
+        declared=sft.format,
+        only_correct=sft.only_correct,
+        min_reward=sft.min_reward,
+        system=sft.system,
+        max_length=sft.max_length,
+    )
+    vocab = len(tokenizer)
+    if any(i >= vocab for s in data.samples for i in s.ids):
+        raise DatasetError(
+            f"sft.data holds token ids beyond {cfg.model}'s vocabulary ({vocab}): the trajectories were "
+            "written with another tokenizer; set `model:` to the model family that produced them"
+        )
+    return data
+
+
+def run_sft(
+    config: str | Path | dict | TrainConfig | None,
+    overrides: list[str] | None = None,
+    render_only: bool = False,
+    log=print,
+) -> dict[str, Any]:
+    """Train (or render) and, with `sft.eval_after`, evaluate the result on `data.test`."""
+    from aworld_train.errors import DatasetError
+
+    cfg = load_config(config, overrides)
+    sft = cfg.sft
+    data = build_samples(cfg)
+    if not data.samples:
+        raise DatasetError(
+            f"sft.data gave no samples ({json.dumps(data.summary())}); with sft.only_correct "
+            "only trajectories whose reward reaches sft.min_reward are kept"
+        )
+    log(f"sft data: {json.dumps(data.summary())}")
+    run_dir = Path(sft.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if sft.backend == "verl":
+        from aworld_train.sft.verl import render
+
+        rendered = render(cfg, data.samples, run_dir)
+        result: dict[str, Any] = {
+            "backend": "verl",
+            "run_folder": str(rendered.folder),
+            "config": str(rendered.config_path),
+            "command": " ".join(rendered.command),
+        }
+        if render_only:
+            return result
+        subprocess.run(rendered.command, check=True)
+        return result
+    if render_only:
+        return {
+            "backend": "local",
+            "samples": len(data.samples),
+            "note": "nothing to render for backend local",
+        }
+    from aworld_train.sft.local import train
+
+    (run_dir / "config.yaml").write_text(cfg.render())
+    result = {"backend": "local", "data": data.summary(), **train(data.samples, cfg.model, sft, run_dir)}
+    if sft.eval_after and cfg.data.test:
+        result["eval"] = evaluate_result(cfg, result["checkpoint"], run_dir, log)
+    (run_dir / "sft_summary.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+def evaluate_result(cfg: TrainConfig, checkpoint: str, run_dir: Path, log=print) -> dict[str, Any]:
+    """The eval suite on the SFT result (and the starting model, with sft.eval_base)."""
+    from aworld_train.trainer import AgentTrainer
+
+    checkpoints = ([cfg.model] if cfg.sft.eval_base else []) + [checkpoint]
+    ev = cfg.eval.model_copy(update={"checkpoints": checkpoints, "out_dir": str(run_dir / "eval")})
+    trainer = AgentTrainer(
+        config=cfg.model_copy(update={"eval": ev}),
+        run_path=run_dir,
+    )
+    suite = trainer.evaluate_suite(
+        output=run_dir / "eval_trajectories.jsonl",
+        on_report=lambda label, seed, report: log(f"{label} (seed {seed}): {report.text()}"),
+    )
+    log(suite.markdown())
+    return {
+        "table": str(suite.table_md),
+        "csv": str(suite.table_csv),
+        "plot": str(suite.plot),
+        "results": {r.label: {m: r.stats(m) for m in ("pass@1", "pass@k", "mean@k")} for r in suite.results},
+    }
