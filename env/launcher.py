@@ -21,6 +21,9 @@ SERVERS = {
     "gaia-python": "aworld_train.env.gaia.python_sandbox:serve",
     "gaia-search": "aworld_train.env.gaia.search:serve",
     "bfcl": "aworld_train.env.bfcl.server:serve",
+    "toolbench": "aworld_train.env.toolbench.server:serve",
+    "toolbench-cache": "aworld_train.env.toolbench.virtual:serve",
+    "four-tools": "aworld_train.env.four_tools.server:serve",
 }
 
 

@@ -25,6 +25,11 @@ TURN_HEADER = "X-Episode-Turn"
 # the episode's backend sessions and removes its files, answering {"closed_sessions": N}.
 EPISODE_RELEASE_PATH = "/episodes/{episode_id}"
 
+# A tool server whose own backend does not answer (ToolBench's API server, say) fails the call
+# with an error text holding this marker; the episode then ends as `tool_server_down`, never
+# `ok`, since what the agent saw was not the environment's answer.
+BACKEND_DOWN_MARKER = "[tool_server_down]"
+
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 

@@ -24,7 +24,7 @@ from aworld_train.aworld.agent_spec import AgentSpec, build_agent
 from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_episode, run_turn, set_turn
 from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
-from aworld_train.protocol import MissingVariable, resolve_env_refs
+from aworld_train.protocol import BACKEND_DOWN_MARKER, MissingVariable, resolve_env_refs
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
 from aworld_train.rollout.codec import DECODE_KWARGS
@@ -157,7 +157,10 @@ class Episode:
     async def _complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> ModelResponse:
-        self._collect_tool_results(messages)
+        down = self._collect_tool_results(messages)
+        if down is not None:
+            self._end("tool_server_down", down)
+            return await self._hold()
         missing = await self._tools_missing(tools)
         if missing is not None:
             self._end(*missing)
@@ -247,7 +250,9 @@ class Episode:
             },
         )
 
-    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> None:
+    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> str | None:
+        """Record the tool results; the error of a call whose server's backend was down, if any."""
+        down = None
         for msg in messages:
             if msg.get("role") != "tool":
                 continue
@@ -255,6 +260,9 @@ class Episode:
             if record is not None and record.result is None:
                 record.result = content_text(msg.get("content"))
                 record.error = record.result.startswith(_TOOL_ERROR_PREFIXES)
+                if record.error and BACKEND_DOWN_MARKER in record.result:
+                    down = f"tool {record.name!r}: {record.result}"
+        return down
 
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
