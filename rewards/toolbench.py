@@ -88,7 +88,7 @@ def toolbench_reward(
         "error_penalty": error_penalty if t["errors"] else 0.0,
     }
     return {
-        "score": sum(parts.values()),
+        "score": round(sum(parts.values()), 10),
         **parts,
         "format": t["format"],
         "function_call": t["function_call"],
@@ -96,4 +96,3 @@ def toolbench_reward(
         "errors": t["errors"],
         "solved": float(solved),
     }
-
