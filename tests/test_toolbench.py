@@ -275,3 +275,57 @@ async def test_a_down_stabletoolbench_server_fails_the_episode(
         traj = await Episode(spec, tasks[0], runtime, REWARD).run()
     assert traj.status == "tool_server_down", (traj.status, traj.error)
     assert "did not answer" in traj.error and traj.reward is None
+
+
+# -- the weights from a native verl YAML ----------------------------------------------------------
+NATIVE = SAMPLE / "grpo_toolbench_trainer.yaml"
+
+
+def native_trainer(servers, tmp_path, overrides=()):
+    from aworld_train import AgentTrainer
+    from aworld_train.agents.toolbench import build_agent
+
+    return AgentTrainer(
+        agent=build_agent(url=servers[0].url),
+        config=str(NATIVE),
+        reward_func="aworld_train.rewards.toolbench:toolbench_reward",
+        train_dataset=str(SAMPLE / "train.jsonl"),
+        test_dataset=str(SAMPLE / "val.jsonl"),
+        run_path=tmp_path / "run",
+        overrides=list(overrides),
+    )
+
+
+def test_native_verl_reward_model_weights_reach_the_reward(servers, tmp_path):
+    pytest.importorskip("verl")
+    import yaml
+
+    weights = {
+        "format_reward_weight": 0.1,
+        "function_call_reward_weight": 0.2,
+        "finish_reward_weight": 0.3,
+        "error_penalty": -0.5,
+        "finish_bonus": 0.5,
+    }
+    trainer = native_trainer(servers, tmp_path, ["verl.reward_model.error_penalty=-0.7"])
+    assert trainer.config.backend == "verl"
+    assert trainer.reward.kwargs == {**weights, "error_penalty": -0.7}
+    run = trainer.render()
+    assert "format_reward_weight" not in run.final.reward_model  # verl never sees them
+    loop = yaml.safe_load((run.folder / "agent_loop.yaml").read_text())
+    assert json.dumps(loop).count('"error_penalty": -0.7') == 1  # our loop passes them to the reward
+    # the same key in reward.kwargs with another value is a contradiction
+    from aworld_train.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"error_penalty \(-1.0 vs -0.5\)"):
+        native_trainer(servers, tmp_path, ["reward.kwargs.error_penalty=-1.0"])
+
+
+def test_a_literal_key_in_a_server_env_is_refused():
+    from aworld_train.config import load_config
+    from aworld_train.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env.TOOLBENCH_KEY holds a literal secret"):
+        load_config({"env": [{"name": "toolbench", "env": {"TOOLBENCH_KEY": "abc123"}}]})
+    cfg = load_config({"env": [{"name": "toolbench", "env": {"TOOLBENCH_KEY": "${TOOLBENCH_KEY}"}}]})
+    assert "${TOOLBENCH_KEY}" in cfg.render()

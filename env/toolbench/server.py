@@ -160,12 +160,23 @@ class ToolBenchServer(FastMCP):
             )
         return task, self.episodes.get(episode, task_id)
 
+    def _has_task(self) -> bool:
+        try:
+            request = self.get_context().request_context.request
+        except (AttributeError, ValueError, LookupError):
+            return False
+        return request is not None and bool(request.headers.get(TASK_HEADER))
+
     async def list_tools(self) -> list[MCPTool]:
-        task, _ = self._episode()
-        tools = [
-            MCPTool(name=name, description=catalog.description(api), inputSchema=catalog.input_schema(api))
-            for name, api in task.functions().items()
-        ]
+        tools = []
+        if self._has_task():  # without a task (a reachability probe) only Finish is listed
+            task, _ = self._episode()
+            tools = [
+                MCPTool(
+                    name=name, description=catalog.description(api), inputSchema=catalog.input_schema(api)
+                )
+                for name, api in task.functions().items()
+            ]
         tools.append(
             MCPTool(
                 name=catalog.FINISH, description=catalog.FINISH_DESCRIPTION, inputSchema=catalog.FINISH_SCHEMA
