@@ -13,8 +13,8 @@ DEFAULT_URL = "http://127.0.0.1:8768/mcp"
 # The tools in one line each: a small model reads a short list better than a long JSON schema.
 SYSTEM_PROMPT = (
     "You are a helpful assistant with four tools: calculator(expression), weather_query(city, date), "
-    "search(query), get_current_time(). Call a tool only when the question needs it, then answer "
-    "briefly using its result. Answer greetings and small talk directly."
+    "search(query), get_current_time(). For arithmetic, weather, facts or the time, call the tool, then "
+    "answer briefly with its result. Answer greetings and small talk directly, without a tool."
 )
 
 
@@ -22,7 +22,9 @@ def _call(call_id: str, name: str, arguments: dict) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-# Worked examples as real chat turns: two tool calls answered with their results, one direct answer.
+# Worked examples as real chat turns, two tool calls answered with their results: a 135M model copies
+# the call format from them far more often than from a description (a direct-answer example made it
+# answer everything directly, tools never called, so GRPO had no tool use to reinforce).
 FEW_SHOT = [
     {"role": "user", "content": "What is 12 * 7?"},
     {
@@ -44,8 +46,6 @@ FEW_SHOT = [
         "tool_call_id": "example_2",
     },
     {"role": "assistant", "content": "It is 24°C and sunny in Paris."},
-    {"role": "user", "content": "Hello!"},
-    {"role": "assistant", "content": "Hello! How can I help you today?"},
 ]
 
 
