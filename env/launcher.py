@@ -25,6 +25,9 @@ SERVERS = {
     # Servers that speak AgentGym's HTTP protocol (not MCP): the bridge's backends.
     "agentgym-textcraft": "aworld_train.env.agentgym.textcraft:serve",
     "agentgym-babyai": "aworld_train.env.agentgym.babyai:serve",
+    "toolbench": "aworld_train.env.toolbench.server:serve",
+    "toolbench-cache": "aworld_train.env.toolbench.virtual:serve",
+    "four-tools": "aworld_train.env.four_tools.server:serve",
 }
 
 

@@ -1,4 +1,4 @@
-"""`aworld-train`: run, eval, sft, render, check, env up."""
+"""`aworld-train`: run, eval, sft, render, check, env up, data."""
 
 from __future__ import annotations
 
@@ -134,6 +134,25 @@ def cmd_data_agentgym(args) -> int:
     return 0
 
 
+def cmd_data_toolbench(args) -> int:
+    from aworld_train.env.toolbench.data import run
+
+    written = run(
+        args.input,
+        output=args.output,
+        do_split=args.split,
+        train_output=args.train_output,
+        val_output=args.val_output,
+        train_ratio=args.train_ratio,
+        max_samples=args.max_samples,
+        group=args.group,
+        seed=args.seed,
+    )
+    for path, count in written.items():
+        print(f"{count} rows -> {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aworld-train", description="Train AWorld agents with GRPO.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -202,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--server", help="agentgym: the AgentGym environment server's URL")
     up.set_defaults(func=cmd_env_up)
 
-    data = sub.add_parser("data", help="convert other projects' data to rows")
+    data = sub.add_parser("data", help="convert other projects' data to dataset rows")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     agentgym = data_sub.add_parser(
         "agentgym", help="AgentGym task lists or trajectory files (item_id, conversations) to JSONL rows"
@@ -216,6 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agentgym.add_argument("--seed", type=int, default=0)
     agentgym.set_defaults(func=cmd_data_agentgym)
+    tb = data_sub.add_parser("toolbench", help="StableToolBench query files (query, query_id, api_list)")
+    tb.add_argument(
+        "--input", required=True, help="a query file, e.g. solvable_queries/.../G1_instruction.json"
+    )
+    tb.add_argument("--output", help="rows file: .parquet (verl), .jsonl or .json (default: <input>.parquet)")
+    tb.add_argument("--split", action="store_true", help="write a seeded train/validation split")
+    tb.add_argument("--train_output", help="with --split (default: <input>_train.parquet)")
+    tb.add_argument("--val_output", help="with --split (default: <input>_val.parquet)")
+    tb.add_argument("--train_ratio", type=float, default=0.9, help="share of rows in the train file")
+    tb.add_argument("--max_samples", type=int, help="convert only the first N records")
+    tb.add_argument(
+        "--group", help="prefix of the row ids (default: the input file's name, e.g. G1_instruction)"
+    )
+    tb.add_argument("--seed", type=int, default=0, help="seed of the split's shuffle")
+    tb.set_defaults(func=cmd_data_toolbench)
     return parser
 
 

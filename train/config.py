@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aworld_train.errors import ConfigError
+from aworld_train.protocol import is_env_reference
 
 DEFAULT_MODEL = "embedded:smollm2-135m"
 
@@ -120,6 +121,19 @@ class EnvServerConfig(_Section):
     name: str
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the server process")
+
+    @field_validator("env")
+    @classmethod
+    def _secrets_stay_references(cls, value: dict[str, str]) -> dict[str, str]:
+        # a config is written to the run folder: a key in it must be a ${VAR} reference (invariant 4)
+        for name, text in value.items():
+            secret = any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
+            if secret and text and not is_env_reference(text):
+                raise ValueError(
+                    f"env.{name} holds a literal secret; write it as a reference, {name}: '${{{name}}}', "
+                    "and export the variable"
+                )
+        return value
 
     @field_validator("name")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -132,10 +133,19 @@ def stop_token_ids(tokenizer) -> list[int]:
     return sorted(ids)
 
 
+DTYPE_VARIABLE = "AWORLD_TRAIN_DTYPE"  # bfloat16 | float32 | auto (the default)
+
+
 def best_dtype():
-    """bf16 where the CPU has native bf16 matmul (or on a GPU), else float32."""
+    """bf16 where the CPU has native bf16 matmul (or on a GPU), else float32; AWORLD_TRAIN_DTYPE
+    (bfloat16 or float32) decides instead when set."""
     import torch
 
+    chosen = os.environ.get(DTYPE_VARIABLE, "auto").strip().lower()
+    if chosen in ("bfloat16", "bf16", "float32", "fp32"):
+        return torch.bfloat16 if chosen.startswith("bf") else torch.float32
+    if chosen != "auto":
+        raise ModelError(f"{DTYPE_VARIABLE}={chosen!r}: use bfloat16, float32 or auto")
     if torch.cuda.is_available():
         return torch.bfloat16
     flags = ""

@@ -25,9 +25,10 @@ TURN_HEADER = "X-Episode-Turn"
 # the episode's backend sessions and removes its files, answering {"closed_sessions": N}.
 EPISODE_RELEASE_PATH = "/episodes/{episode_id}"
 
-# A tool server whose own backend (say, an AgentGym environment server) stays unreachable fails
-# the call with this mark in its error text; the episode then ends as `tool_server_down`, a
-# failure that carries no loss, rather than as an ordinary tool error the agent could answer.
+# A tool server whose own backend (an AgentGym environment server, StableToolBench's API server)
+# does not answer fails the call with this mark in its error text; the episode then ends as
+# `tool_server_down`, a failure that carries no loss, never as `ok` on an answer the environment
+# did not give.
 SERVER_DOWN_MARK = "[tool_server_down]"
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

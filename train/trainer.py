@@ -54,8 +54,9 @@ class AgentTrainer:
         _check_rebuild(self.spec)
         self.reward = RewardFunction.load(
             reward_func if reward_func is not None else cfg.reward.fn or native.reward,
-            kwargs=cfg.reward.kwargs,
+            kwargs=_reward_kwargs(cfg.reward.kwargs, native.reward_kwargs),
         )
+        cfg.reward.kwargs = dict(self.reward.kwargs)
         cfg.reward.fn = self.reward.reference
         train_source = train_dataset if train_dataset is not None else cfg.data.train
         test_source = test_dataset if test_dataset is not None else cfg.data.test
@@ -160,6 +161,19 @@ def _check_lengths(cfg: TrainConfig, context: int | None) -> None:
                 f"rollout.{field}={value} is beyond {cfg.model}'s context of {context} tokens: "
                 f"set it to {context} or less"
             )
+
+
+def _reward_kwargs(common: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
+    """`reward.kwargs` and the native section's reward settings together; a key set to two
+    different values is an error, not a silent choice."""
+    clash = sorted(k for k in set(common) & set(native) if common[k] != native[k])
+    if clash:
+        raise ConfigError(
+            "reward.kwargs and the native config's reward settings differ on "
+            + ", ".join(f"{k} ({common[k]!r} vs {native[k]!r})" for k in clash)
+            + "; keep one of them"
+        )
+    return {**native, **common}
 
 
 def _check_rebuild(spec: AgentSpec) -> None:

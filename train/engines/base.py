@@ -24,6 +24,8 @@ class NativeInputs:
 
     reward: str | None = None  # a 'path:function' reference the native section names
     has_train_files: bool = False  # the native section names its own training data
+    # keyword arguments for the reward that the native section holds (verl: reward_model weights)
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,9 @@ class Episode:
             },
         )
 
-    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> None:
+    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> str | None:
+        """Record the tool results; the error of a call whose server's backend was down, if any."""
+        down = None
         for msg in messages:
             if msg.get("role") != "tool":
                 continue

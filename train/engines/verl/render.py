@@ -51,14 +51,61 @@ def native_value(cfg, dotted: str) -> Any:
 
 
 def native_inputs(cfg: TrainConfig) -> NativeInputs:
-    """A native verl config may name its own parquet files and its reward (custom_reward_function)."""
+    """A native verl config may name its own parquet files, its reward (custom_reward_function)
+    and the reward's keyword arguments (see `reward_kwargs_of`)."""
     reward = None
     for section in ("reward.custom_reward_function", "custom_reward_function"):
         path = native_value(cfg, f"{section}.path")
         if path:
             reward = f"{path}:{native_value(cfg, f'{section}.name') or 'compute_score'}"
             break
-    return NativeInputs(reward=reward, has_train_files=native_value(cfg, "data.train_files") is not None)
+    return NativeInputs(
+        reward=reward,
+        has_train_files=native_value(cfg, "data.train_files") is not None,
+        reward_kwargs=reward_kwargs_of(cfg.verl) if cfg.backend == "verl" else {},
+    )
+
+
+_KWARGS_MAPPINGS = (
+    "reward_model.reward_kwargs",
+    "custom_reward_function.reward_kwargs",
+    "reward.custom_reward_function.reward_kwargs",
+)
+
+
+def _own_reward_model_keys(native: dict[str, Any]) -> list[str]:
+    """Keys of the user's `reward_model` section that verl's own section lacks: reward settings
+    such as ToolBench's `format_reward_weight`, which verl would refuse."""
+    section = native.get("reward_model")
+    if not isinstance(section, dict):
+        return []
+    known = set(verl_defaults().reward_model.keys()) | {"reward_kwargs"}
+    return [key for key in section if key not in known]
+
+
+def reward_kwargs_of(native: dict[str, Any]) -> dict[str, Any]:
+    """The reward's keyword arguments a native verl YAML holds: `reward_model.<key>` keys verl
+    does not know, and the `reward_kwargs` mappings of reward_model and custom_reward_function."""
+    out: dict[str, Any] = {}
+    for dotted in _KWARGS_MAPPINGS:
+        value = get(native, dotted)
+        if isinstance(value, dict):
+            out.update(value)
+    section = native.get("reward_model") or {}
+    out.update({key: section[key] for key in _own_reward_model_keys(native)})
+    return out
+
+
+def _without_reward_kwargs(native: dict[str, Any]) -> dict[str, Any]:
+    """`native` less the reward kwargs, which our loop passes to the reward itself."""
+    for key in _own_reward_model_keys(native):
+        native["reward_model"].pop(key)
+    for dotted in _KWARGS_MAPPINGS:
+        parent, _, leaf = dotted.rpartition(".")
+        node = get(native, parent)
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return native
 
 
 # Agent-loop worker processes per GPU when the user sets none. One process runs our AWorld
@@ -149,7 +196,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
 
 def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
     """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
-    native = json.loads(json.dumps(inputs.config.verl))
+    native = _without_reward_kwargs(json.loads(json.dumps(inputs.config.verl)))
     legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
     if isinstance(legacy, dict):
         for key, value in legacy.items():

@@ -1,0 +1,28 @@
+"""The ToolBench agent: an AWorld Agent whose tools are one task's APIs plus Finish, served per episode."""
+
+from __future__ import annotations
+
+from aworld_train.agents.mcp_config import env_url, streamable_http
+from aworld_train.env.toolbench.data import SYSTEM_PROMPT
+from aworld_train.protocol import url_variable
+
+URL_VARIABLE = url_variable("toolbench")
+DEFAULT_URL = "http://127.0.0.1:8767/mcp"
+
+
+def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
+    """The agent's MCP config. The URL stays an env reference until a worker runs it."""
+    return streamable_http("toolbench", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
+
+
+def build_agent(url: str | None = None, provider: str = "aworld_train"):
+    from aworld_train.aworld.runtime import Agent, AgentConfig
+
+    return Agent(
+        name="toolbench_agent",
+        desc="Solves ToolBench queries with the task's APIs and ends with Finish",
+        system_prompt=SYSTEM_PROMPT,
+        mcp_config=mcp_config(url),
+        mcp_servers=["toolbench"],
+        conf=AgentConfig(llm_provider=provider),
+    )

@@ -1,0 +1,1 @@
+"""The four-tool assistant's environment: calculator, weather_query, search, get_current_time."""
