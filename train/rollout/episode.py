@@ -260,9 +260,8 @@ class Episode:
             },
         )
 
-    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> str | None:
-        """Record the tool results; the error of a call whose server's backend was down, if any."""
-        down = None
+    def _collect_tool_results(self, messages: list[dict[str, Any]]) -> None:
+        """Record the tool results; a call whose server's backend was down ends the episode."""
         for msg in messages:
             if msg.get("role") != "tool":
                 continue
