@@ -46,6 +46,15 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/protocol.py",
     ):
         assert module in names, module
+    # every module of the mapped folders ships: a subpackage missing from pyproject's list would not
+    mapped = {"train": "aworld_train", "agents": "aworld_train/agents", "rewards": "aworld_train/rewards"}
+    mapped["env"] = "aworld_train/env"
+    for folder, prefix in mapped.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            relative = path.relative_to(ROOT / folder)
+            if folder == "train" and relative.parts[0] in ("agents", "rewards", "env"):
+                continue
+            assert f"{prefix}/{relative.as_posix()}" in names, path
     tops = {n.split("/")[0] for n in names if not n.startswith("aworld_train-")}
     assert tops == {"aworld_train"}, tops  # no top-level train/, agents/, examples/ or tests/
     entry = next(n for n in names if n.endswith("entry_points.txt"))
