@@ -89,6 +89,11 @@ class RolloutConfig(_Section):
     tool_timeout_s: float = Field(30.0, gt=0)
     concurrency: int = Field(16, ge=1)
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
+    prefix_cache_mb: float = Field(
+        1024,
+        ge=0,
+        description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
+    )
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
     )
