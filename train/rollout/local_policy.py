@@ -56,19 +56,21 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
 
 
 class _WeightsLock:
-    """The lock a trainer holds while it changes the weights: on release, cached keys/values are stale."""
+    """The lock a trainer holds while it changes the weights: cached keys/values are stale then
+    (emptied on taking it, which also frees their memory for the update, and again on release)."""
 
-    def __init__(self, on_release) -> None:
+    def __init__(self, invalidate) -> None:
         self.mutex = threading.Lock()
-        self.on_release = on_release
+        self.invalidate = invalidate
 
     def __enter__(self) -> _WeightsLock:
         self.mutex.acquire()
+        self.invalidate()
         return self
 
     def __exit__(self, *exc) -> None:
         try:
-            self.on_release()
+            self.invalidate()
         finally:
             self.mutex.release()
 

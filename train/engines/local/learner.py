@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import torch
 
 from aworld_train.config import AlgorithmConfig
-from aworld_train.engines.local.grpo import aggregate, group_advantages, kl_k3, policy_loss, token_logprobs
+from aworld_train.engines.local.grpo import (
+    aggregate,
+    chunked_token_logprobs,
+    group_advantages,
+    kl_k3,
+    policy_loss,
+    token_logprobs,
+)
 from aworld_train.rollout.codec import episode_samples
 from aworld_train.rollout.trajectory import Trajectory
 
@@ -123,19 +130,20 @@ class GRPOLearner:
     def _logprobs(self, model, batch) -> torch.Tensor:
         """Logprobs of the response tokens ([B, T-1], 0 elsewhere).
 
-        The vocabulary projection runs only at loss positions: on a prompt-heavy agent
-        batch that is most of the LM head's compute and memory saved.
+        The vocabulary projection runs only at loss positions (on a prompt-heavy agent
+        batch that is most of the LM head's compute and memory saved), a chunk of
+        positions at a time, so [tokens, vocab] logits never exist whole.
         """
         ids, mask = batch["ids"], batch["mask"] > 0
         targets = ids[:, 1:][mask]
         decoder, head = model.get_decoder(), model.get_output_embeddings()
+        out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
         if decoder is None or head is None or getattr(model.config, "final_logit_softcapping", None):
             logits = model(input_ids=ids, attention_mask=batch["attention"]).logits[:, :-1][mask]
+            out[mask] = token_logprobs(logits, targets, self.temperature)
         else:
             hidden = decoder(input_ids=ids, attention_mask=batch["attention"]).last_hidden_state[:, :-1]
-            logits = head(hidden[mask])
-        out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
-        out[mask] = token_logprobs(logits, targets, self.temperature)
+            out[mask] = chunked_token_logprobs(hidden[mask], head, targets, self.temperature)
         return out
 
     def step(self, samples: list[Sample]) -> dict[str, float]:
