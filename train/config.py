@@ -90,7 +90,7 @@ class RolloutConfig(_Section):
     concurrency: int = Field(16, ge=1)
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
     prefix_cache_mb: float = Field(
-        1024,
+        256,
         ge=0,
         description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
     )

@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from aworld_train.models import release_freed_memory
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.prefix_cache import LayerKV, PrefixCache, shared_prefixes
 
@@ -100,7 +101,7 @@ class LocalPolicy:
         tokenizer,
         stop_token_ids: list[int],
         max_batch_size: int = 64,
-        prefix_cache_mb: float = 1024,
+        prefix_cache_mb: float = 256,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -155,7 +156,10 @@ class LocalPolicy:
         self, prompts: list[list[int]], sampling: SamplingParams, max_new: list[int] | None = None
     ) -> list[Generation]:
         with self.lock.mutex:
-            return self._generate(prompts, sampling, max_new or [sampling.max_new_tokens] * len(prompts))
+            try:
+                return self._generate(prompts, sampling, max_new or [sampling.max_new_tokens] * len(prompts))
+            finally:
+                release_freed_memory()  # the batch's grown key/value caches
 
     def clear_prefix_cache(self) -> None:
         if self.prefix_cache is not None:

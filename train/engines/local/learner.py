@@ -22,6 +22,7 @@ from aworld_train.engines.local.grpo import (
     policy_loss,
     token_logprobs,
 )
+from aworld_train.models import release_freed_memory
 from aworld_train.rollout.codec import episode_samples
 from aworld_train.rollout.trajectory import Trajectory
 
@@ -151,7 +152,11 @@ class GRPOLearner:
         if not samples:
             return {"skipped": 1.0}
         with self.lock:
-            return self._step(samples)
+            release_freed_memory()  # the rollout's caches, before optimizer state and gradients grow
+            try:
+                return self._step(samples)
+            finally:
+                release_freed_memory()
 
     def _step(self, samples: list[Sample]) -> dict[str, float]:
         algo = self.algo
@@ -225,6 +230,12 @@ class GRPOLearner:
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
             "micro_batches": float(micro_count),
         }
+
+    def drop_optimizer_state(self) -> None:
+        """After the last step and its checkpoint: AdamW's two moments (twice the weights'
+        memory) serve no evaluation that follows."""
+        self.optimizer.state.clear()
+        release_freed_memory()
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}

@@ -214,6 +214,7 @@ class LocalTraining:
                             self.evaluate(f"step_{done:06d}", done)
                         step = done
                 final = self.save(cfg.steps) if cfg.steps > self.start_step else None
+                self.learner.drop_optimizer_state()  # saved with the checkpoint; no step follows
                 if cfg.eval_after and self.inputs.test_tasks:
                     after = self.evaluate("after", cfg.steps)
             except KeyboardInterrupt:
