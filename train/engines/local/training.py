@@ -165,7 +165,7 @@ class LocalTraining:
     # -- the loop -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg.trainer
-        before = after = None
+        before = after = final = None
         step_times: list[float] = []
         step = self.start_step
         with running_envs(self.cfg.env, self.folder.path):
@@ -218,7 +218,7 @@ class LocalTraining:
                 if cfg.eval_after and self.inputs.test_tasks:
                     after = self.evaluate("after", cfg.steps)
             except KeyboardInterrupt:
-                if step > self.start_step:
+                if step > self.start_step and final is None:  # the final one has the optimizer state
                     console.print(f"[yellow]interrupted: saved {self.save(step)}")
                 raise
             finally:
