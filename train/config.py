@@ -96,6 +96,11 @@ class RolloutConfig(_Section):
         "the policy stays in the main process (local backend and eval)",
     )
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
+    prefix_cache_mb: float = Field(
+        256,
+        ge=0,
+        description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
+    )
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
     )

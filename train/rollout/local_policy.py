@@ -4,6 +4,12 @@ Requests that arrive while a batch runs are queued and sampled together in the
 next one. Our own decoding loop (rather than `generate`) so that the logprob we
 record is exactly log_softmax(logits / temperature) of the sampled token, the
 quantity the trainer recomputes: importance ratios then start at 1.
+
+Prefix reuse: the keys/values of every prompt and its sampled tokens go into a
+PrefixCache. An episode's next prompt extends its previous prompt and response
+exactly (the ledger's invariant), and episodes share their system prompt and
+tool list, so a new prompt is mostly found there and only its new tokens are
+prefilled. Whoever changes the weights holds `lock`; releasing it empties the cache.
 """
 
 from __future__ import annotations
@@ -14,12 +20,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
+from aworld_train.models import release_freed_memory
 from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.prefix_cache import LayerKV, PrefixCache, shared_prefixes
 
 if TYPE_CHECKING:
     from aworld_train.config import TrainConfig
     from aworld_train.rollout.episode import RolloutRuntime
+
+
+# a prefix shorter than this, shared within a batch, is not worth a forward pass of its own
+SHARED_PREFIX_MIN_TOKENS = 32
 
 
 @dataclass
@@ -42,14 +56,62 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
+class _WeightsLock:
+    """The lock a trainer holds while it changes the weights: cached keys/values are stale then
+    (emptied on taking it, which also frees their memory for the update, and again on release)."""
+
+    def __init__(self, invalidate) -> None:
+        self.mutex = threading.Lock()
+        self.invalidate = invalidate
+
+    def __enter__(self) -> _WeightsLock:
+        self.mutex.acquire()
+        self.invalidate()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.invalidate()
+        finally:
+            self.mutex.release()
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes of keys plus values one token takes in the model's cache."""
+    config = model.config.get_text_config(decoder=True)
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    itemsize = next(model.parameters()).element_size()
+    return 2 * config.num_hidden_layers * heads * head_dim * itemsize
+
+
+def supports_prefix_reuse(model) -> bool:
+    """Only full-attention caches: a sliding-window layer drops keys a longer prompt would need."""
+    try:
+        cache = DynamicCache(config=model.config)
+    except Exception:  # a config the cache classes do not understand: no reuse, plain prefill
+        return False
+    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
 class LocalPolicy:
-    def __init__(self, model, tokenizer, stop_token_ids: list[int], max_batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        stop_token_ids: list[int],
+        max_batch_size: int = 64,
+        prefix_cache_mb: float = 256,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.stop_token_ids = list(stop_token_ids)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
         self.max_batch_size = max_batch_size
-        self.lock = threading.Lock()  # the trainer holds it while it updates the weights
+        budget = int(prefix_cache_mb * 2**20) // kv_bytes_per_token(model)
+        reuse = budget > 0 and supports_prefix_reuse(model)
+        self.prefix_cache: PrefixCache | None = PrefixCache(budget) if reuse else None
+        self.lock = _WeightsLock(self.clear_prefix_cache)
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self.batches: list[int] = []  # sizes of the batches run, for metrics
@@ -100,10 +162,17 @@ class LocalPolicy:
     ) -> list[Generation]:
         """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all)."""
         n = len(prompts)
-        with self.lock:
-            return self._generate(
-                prompts, sampling, max_new or [sampling.max_new_tokens] * n, seeds or [sampling.seed] * n
-            )
+        with self.lock.mutex:
+            try:
+                return self._generate(
+                    prompts, sampling, max_new or [sampling.max_new_tokens] * n, seeds or [sampling.seed] * n
+                )
+            finally:
+                release_freed_memory()  # the batch's grown key/value caches
+
+    def clear_prefix_cache(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
 
     def _generators(self, seeds: list[int | None], device) -> list[torch.Generator]:
         """One generator per row: a seeded row draws the same tokens whatever batch it shares."""
@@ -124,18 +193,36 @@ class LocalPolicy:
         sampling: SamplingParams,
         max_new: list[int],
         seeds: list[int | None],
+        prefill_only: bool = False,
     ) -> list[Generation]:
         device = self.device
         was_training = self.model.training
         self.model.eval()
         n = len(prompts)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(p)
-            attention[i, width - len(p) :] = 1
-        input_ids, attention = input_ids.to(device), attention.to(device)
+        if self.prefix_cache is not None and n > 1:
+            known = [self.prefix_cache.match_length(p, len(p) - 1) for p in prompts]
+            shared = shared_prefixes(prompts, known, SHARED_PREFIX_MIN_TOKENS)
+            if shared:  # prefilled first (recursively: they may share a shorter prefix), then found below
+                self._generate(shared, sampling, [0] * len(shared), [None] * len(shared), prefill_only=True)
+        # at least one prompt token is fed: its logits give the first sampled token
+        hits = [self.prefix_cache.lookup(p, len(p) - 1) if self.prefix_cache else (0, None) for p in prompts]
+        cached = [c for c, _ in hits]
+        fresh = [len(p) - c for p, c in zip(prompts, cached, strict=True)]
+        if self.prefix_cache is not None:
+            self.prefix_cache.hits += sum(cached)
+            self.prefix_cache.misses += sum(fresh)
+        # columns: [pad | cached prefix] [pad | fresh prompt tokens]; positions are absolute
+        width_c, width_f = max(cached), max(fresh)
+        input_ids = torch.full((n, width_f), self.pad_id, dtype=torch.long)
+        position = torch.zeros((n, width_f), dtype=torch.long)
+        attention = torch.zeros((n, width_c + width_f), dtype=torch.long)
+        for i, (p, c, f) in enumerate(zip(prompts, cached, fresh, strict=True)):
+            input_ids[i, width_f - f :] = torch.tensor(p[c:])
+            position[i, width_f - f :] = torch.arange(c, c + f)
+            attention[i, width_c - c : width_c] = 1
+            attention[i, width_c + width_f - f :] = 1
+        input_ids, position, attention = input_ids.to(device), position.to(device), attention.to(device)
+        past = self._batch_cache(hits, width_c) if width_c else None
         generators = self._generators(seeds, device)
         stop = torch.tensor(self.stop_token_ids, device=device)
         limits = torch.tensor(max_new, device=device)
@@ -143,10 +230,18 @@ class LocalPolicy:
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         stopped = [False] * n
-        position = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True)
+        # logits_to_keep=1: only the last position's logits, not [n, prompt, vocab] floats
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         past = out.past_key_values
         logits = out.logits[:, -1, :].float()
+        del out
         next_position = position[:, -1:] + 1
         for step in range(int(limits.max())):
             temperature = sampling.temperature if sampling.temperature > 0 else 1.0
@@ -182,10 +277,43 @@ class LocalPolicy:
             past = out.past_key_values
             logits = out.logits[:, -1, :].float()
             next_position = next_position + 1
+        if self.prefix_cache is not None:
+            self._remember(prompts, tokens, attention, past)
         if was_training:
             self.model.train()
-        self.batches.append(n)
+        if not prefill_only:
+            self.batches.append(n)
         return [Generation(tokens[i], logprobs[i], "stop" if stopped[i] else "length") for i in range(n)]
+
+    def _batch_cache(self, hits: list[tuple[int, LayerKV | None]], width: int) -> DynamicCache:
+        """One DynamicCache for the batch: each row's cached prefix right-aligned in `width` columns."""
+        n = len(hits)
+        first = next(kv for _, kv in hits if kv is not None)
+        layers = []
+        for layer, (k0, v0) in enumerate(first):
+            keys = k0.new_zeros((n, k0.shape[0], width, k0.shape[-1]))
+            values = v0.new_zeros((n, v0.shape[0], width, v0.shape[-1]))
+            for i, (c, kv) in enumerate(hits):
+                if kv is not None:
+                    keys[i, :, width - c :] = kv[layer][0]
+                    values[i, :, width - c :] = kv[layer][1]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+    def _remember(self, prompts, tokens, attention, past: DynamicCache) -> None:
+        """Cache each row's prompt plus the sampled tokens that were fed back (all but the last)."""
+        assert self.prefix_cache is not None
+        for i, (p, t) in enumerate(zip(prompts, tokens, strict=True)):
+            ids = p + t[:-1]
+            columns = torch.nonzero(attention[i]).flatten()
+            if len(columns) != len(ids):  # not the layout this code wrote: cache nothing
+                continue
+
+            def kv_from(start: int, i=i, columns=columns) -> LayerKV:
+                cols = columns[start:]
+                return [(layer.keys[i][:, cols], layer.values[i][:, cols]) for layer in past.layers]
+
+            self.prefix_cache.insert(ids, kv_from)
 
 
 def _sampling_key(s: SamplingParams) -> tuple:
@@ -202,7 +330,13 @@ def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[Roll
     tokenizer = tokenizer or load_tokenizer(config.model)
     model = model or load_model(config.model)
     stops = stop_token_ids(tokenizer)
-    policy = LocalPolicy(model, tokenizer, stops, max_batch_size=config.rollout.max_batch_size)
+    policy = LocalPolicy(
+        model,
+        tokenizer,
+        stops,
+        max_batch_size=config.rollout.max_batch_size,
+        prefix_cache_mb=config.rollout.prefix_cache_mb,
+    )
     return RolloutRuntime(
         policy,
         ChatRenderer(

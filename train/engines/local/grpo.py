@@ -6,9 +6,11 @@ installed) against verl's own implementations on the same tensors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 LossAgg = Literal["token-mean", "seq-mean-token-mean"]
 
@@ -71,3 +73,34 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     scaled = logits.float() / (temperature if temperature > 0 else 1.0)
     picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(scaled, dim=-1)
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor],
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    chunk: int = 512,
+) -> torch.Tensor:
+    """token_logprobs(head(hidden), targets), `chunk` rows at a time; hidden [N, H], targets [N].
+
+    The [N, vocab] logits are the largest tensors of a step (4096 tokens x 49k vocabulary is
+    800 MB, several times over with the softmax and its gradient). Here only one chunk's exist
+    at a time, and under autograd they are recomputed in backward instead of being kept.
+    """
+    outs = []
+    for start in range(0, hidden.shape[0], chunk):
+        h, t = hidden[start : start + chunk], targets[start : start + chunk]
+        if torch.is_grad_enabled() and (h.requires_grad or any(p.requires_grad for p in _params(head))):
+            outs.append(checkpoint(_head_logprobs, h, t, head, temperature, use_reentrant=False))
+        else:
+            outs.append(_head_logprobs(h, t, head, temperature))
+    return torch.cat(outs) if outs else hidden.new_zeros(0, dtype=torch.float32)
+
+
+def _head_logprobs(hidden, targets, head, temperature: float) -> torch.Tensor:
+    return token_logprobs(head(hidden), targets, temperature)
+
+
+def _params(module) -> list[torch.Tensor]:
+    return list(module.parameters()) if isinstance(module, torch.nn.Module) else []

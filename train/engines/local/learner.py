@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import torch
 
 from aworld_train.config import AlgorithmConfig
-from aworld_train.engines.local.grpo import aggregate, kl_k3, policy_loss, token_logprobs
+from aworld_train.engines.local.grpo import (
+    aggregate,
+    chunked_token_logprobs,
+    kl_k3,
+    policy_loss,
+    token_logprobs,
+)
+from aworld_train.models import release_freed_memory
 from aworld_train.rollout.codec import episode_samples, group_advantages
 from aworld_train.rollout.trajectory import Trajectory
 
@@ -123,19 +130,20 @@ class GRPOLearner:
     def _logprobs(self, model, batch) -> torch.Tensor:
         """Logprobs of the response tokens ([B, T-1], 0 elsewhere).
 
-        The vocabulary projection runs only at loss positions: on a prompt-heavy agent
-        batch that is most of the LM head's compute and memory saved.
+        The vocabulary projection runs only at loss positions (on a prompt-heavy agent
+        batch that is most of the LM head's compute and memory saved), a chunk of
+        positions at a time, so [tokens, vocab] logits never exist whole.
         """
         ids, mask = batch["ids"], batch["mask"] > 0
         targets = ids[:, 1:][mask]
         decoder, head = model.get_decoder(), model.get_output_embeddings()
+        out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
         if decoder is None or head is None or getattr(model.config, "final_logit_softcapping", None):
             logits = model(input_ids=ids, attention_mask=batch["attention"]).logits[:, :-1][mask]
+            out[mask] = token_logprobs(logits, targets, self.temperature)
         else:
             hidden = decoder(input_ids=ids, attention_mask=batch["attention"]).last_hidden_state[:, :-1]
-            logits = head(hidden[mask])
-        out = torch.zeros(mask.shape, dtype=torch.float32, device=ids.device)
-        out[mask] = token_logprobs(logits, targets, self.temperature)
+            out[mask] = chunked_token_logprobs(hidden[mask], head, targets, self.temperature)
         return out
 
     def step(self, samples: list[Sample]) -> dict[str, float]:
@@ -143,7 +151,11 @@ class GRPOLearner:
         if not samples:
             return {"skipped": 1.0}
         with self.lock:
-            return self._step(samples)
+            release_freed_memory()  # the rollout's caches, before optimizer state and gradients grow
+            try:
+                return self._step(samples)
+            finally:
+                release_freed_memory()
 
     def _step(self, samples: list[Sample]) -> dict[str, float]:
         algo = self.algo
@@ -217,6 +229,12 @@ class GRPOLearner:
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
             "micro_batches": float(micro_count),
         }
+
+    def drop_optimizer_state(self) -> None:
+        """After the last step and its checkpoint: AdamW's two moments (twice the weights'
+        memory) serve no evaluation that follows."""
+        self.optimizer.state.clear()
+        release_freed_memory()
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}

@@ -169,7 +169,7 @@ class LocalTraining:
     # -- the loop -------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg.trainer
-        before = after = None
+        before = after = final = None
         step_times: list[float] = []
         step = self.start_step
         with running_envs(self.cfg.env, self.folder.path):
@@ -218,10 +218,11 @@ class LocalTraining:
                             self.evaluate(f"step_{done:06d}", done)
                         step = done
                 final = self.save(cfg.steps) if cfg.steps > self.start_step else None
+                self.learner.drop_optimizer_state()  # saved with the checkpoint; no step follows
                 if cfg.eval_after and self.inputs.test_tasks:
                     after = self.evaluate("after", cfg.steps)
             except KeyboardInterrupt:
-                if step > self.start_step:
+                if step > self.start_step and final is None:  # the final one has the optimizer state
                     console.print(f"[yellow]interrupted: saved {self.save(step)}")
                 raise
             except RunCannotLearn as exc:
