@@ -137,7 +137,7 @@ def _bwrap_works(bwrap: str) -> bool:
     """Whether bubblewrap can make its namespaces here (Docker's default profile refuses)."""
     try:
         probe = subprocess.run(
-            [bwrap, *_namespace_flags(), *_system_mounts(), "--", interpreter(), "-I", "-c", "pass"],
+            [bwrap, *_namespace_flags(), *_system_mounts(1 << 20), "--", interpreter(), "-I", "-c", "pass"],
             capture_output=True, timeout=20, env=_base_env(),
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
@@ -219,14 +219,19 @@ def interpreter_prefixes(python: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(Path(p).parent.parent) if i == 0 else p for i, p in enumerate(found)))
 
 
-def _system_mounts() -> list[str]:
-    """Read-only system folders and the interpreter; nothing of the server's own files."""
+def _system_mounts(tmp_bytes: int) -> list[str]:
+    """Read-only system folders, a private /tmp and /dev/shm of `tmp_bytes` each, then the
+    interpreter; nothing of the server's own files. The interpreter comes after the private
+    /tmp, which would otherwise hide a virtual environment that lives under /tmp."""
     args: list[str] = []
     for path in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"):
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    size = str(tmp_bytes)
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size]
+    args += ["--tmpfs", "/dev/shm"]
     made: set[str] = set()
     for prefix in interpreter_prefixes(interpreter()):
         if prefix.startswith(("/usr/", "/bin/", "/lib")) or prefix in ("/usr", "/"):
@@ -237,7 +242,7 @@ def _system_mounts() -> list[str]:
                 made.add(str(parent))
                 args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", prefix, prefix]
-    return [*args, "--proc", "/proc", "--dev", "/dev"]
+    return args
 
 
 def _base_env() -> dict[str, str]:
@@ -346,9 +351,7 @@ class Sandbox:
         python = [interpreter(), "-I", "-c", PRELUDE, json.dumps(config)]
         if self.mode != "bwrap":
             return python
-        tmp = str(limits.disk_mb * 1024 * 1024)
-        mounts = [*_system_mounts(), "--size", tmp, "--tmpfs", "/tmp", "--size", tmp, "--tmpfs", "/dev/shm"]
-        mounts += ["--bind", str(folder), str(folder)]
+        mounts = [*_system_mounts(limits.disk_mb * 1024 * 1024), "--bind", str(folder), str(folder)]
         if self.files_dir is not None:
             mounts += ["--ro-bind", str(self.files_dir), str(self.files_dir)]
         return [
