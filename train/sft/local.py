@@ -15,24 +15,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.config import SFTConfig
+from aworld_train.engines.local.learner import micro_batches
 from aworld_train.run_folder import RunFolder
 from aworld_train.sft.data import SFTSample
 
 console = Console(stderr=True)
-
-
-def micro_batches(samples: list[SFTSample], token_budget: int) -> list[list[SFTSample]]:
-    """Greedy packing by padded size (rows x longest row); one oversize sample stands alone."""
-    batches: list[list[SFTSample]] = []
-    current: list[SFTSample] = []
-    for sample in sorted(samples, key=len):
-        if current and len(sample) * (len(current) + 1) > token_budget:
-            batches.append(current)
-            current = []
-        current.append(sample)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def collate(batch: list[SFTSample], pad_id: int, device) -> dict[str, torch.Tensor]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Sized
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -68,10 +70,14 @@ def build_samples(
     return samples, advantages
 
 
-def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
+# anything with a length in tokens packs: GRPO samples and SFT samples alike
+Packable = TypeVar("Packable", bound=Sized)
+
+
+def micro_batches(samples: list[Packable], token_budget: int) -> list[list[Packable]]:
     """Greedy packing by padded size (rows x longest row) within the budget; one oversize sample stands alone."""
-    batches: list[list[Sample]] = []
-    current: list[Sample] = []
+    batches: list[list[Packable]] = []
+    current: list[Packable] = []
     for sample in sorted(samples, key=len):  # ascending: the newest sample is the widest
         if current and len(sample) * (len(current) + 1) > token_budget:
             batches.append(current)
