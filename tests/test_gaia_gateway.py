@@ -31,6 +31,16 @@ def health(gateway) -> dict:
     return httpx.get(f"http://{gateway.host}:{gateway.port}/health", timeout=10).json()
 
 
+def test_the_gateway_runs_on_the_allocator_that_gives_memory_back(gateway):
+    """bench/gateway_load.py measures RSS after release on these settings (see `_use_system_allocator`)."""
+    environ = dict(
+        item.split("=", 1)
+        for item in open(f"/proc/{gateway.process.pid}/environ").read().split("\0")
+        if "=" in item
+    )
+    assert environ.get("PYTHONMALLOC") == "malloc"
+
+
 def test_health_reports_every_server_and_why_search_is_disabled(gateway):
     report = health(gateway)
     assert report["status"] == "ok"
