@@ -23,7 +23,7 @@ from aworld_train.engines.local.grpo import (
     policy_loss,
     token_logprobs,
 )
-from aworld_train.models import release_freed_memory
+from aworld_train.models import large_blocks_unmapped_on_free, release_freed_memory
 from aworld_train.rollout.codec import episode_samples, group_advantages
 from aworld_train.rollout.trajectory import Trajectory
 
@@ -159,7 +159,8 @@ class GRPOLearner:
         with self.lock:
             release_freed_memory()  # the rollout's caches, before optimizer state and gradients grow
             try:
-                return self._step(samples)
+                with large_blocks_unmapped_on_free():
+                    return self._step(samples)
             finally:
                 release_freed_memory()
 
