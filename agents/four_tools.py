@@ -22,30 +22,45 @@ def _call(call_id: str, name: str, arguments: dict) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-# Worked examples as real chat turns, two tool calls answered with their results: a 135M model copies
-# the call format from them far more often than from a description (a direct-answer example made it
-# answer everything directly, tools never called, so GRPO had no tool use to reinforce).
+def _example(question: str, call_id: str, name: str, arguments: dict, result: str, answer: str) -> list[dict]:
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [_call(call_id, name, arguments)]},
+        {"role": "tool", "content": result, "tool_call_id": call_id},
+        {"role": "assistant", "content": answer},
+    ]
+
+
+# Worked examples as real chat turns, one call of each tool answered with its result: a 135M model
+# copies the call format and the tool names from them far more often than from a description. The
+# calculator, which most tasks need, comes last: the model follows the nearest example most. Measured
+# on the 28 held-out tasks (k=4, temperature 0.7): calculator and weather examples only, 0.32 mean
+# reward (arithmetic answered without the tool); these five, 0.63. A direct-answer example made the
+# model answer everything directly, tools never called, so GRPO had no tool use to reinforce.
 FEW_SHOT = [
-    {"role": "user", "content": "What is 12 * 7?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [_call("example_1", "calculator", {"expression": "12 * 7"})],
-    },
-    {"role": "tool", "content": "84", "tool_call_id": "example_1"},
-    {"role": "assistant", "content": "12 * 7 is 84."},
-    {"role": "user", "content": "What is the temperature in Paris on 2025-07-03?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [_call("example_2", "weather_query", {"city": "Paris", "date": "2025-07-03"})],
-    },
-    {
-        "role": "tool",
-        "content": "Paris on 2025-07-03: sunny, 24°C, humidity 41%",
-        "tool_call_id": "example_2",
-    },
-    {"role": "assistant", "content": "It is 24°C and sunny in Paris."},
+    *_example(
+        "What is the temperature in Paris on 2025-07-03?",
+        "example_1",
+        "weather_query",
+        {"city": "Paris", "date": "2025-07-03"},
+        "Paris on 2025-07-03: sunny, 24°C, humidity 41%",
+        "It is 24°C and sunny in Paris.",
+    ),
+    *_example(
+        "How high is Mount Everest?",
+        "example_2",
+        "search",
+        {"query": "Mount Everest height"},
+        "1. Mount Everest: Mount Everest is 8849 metres high, the highest mountain above sea level.",
+        "Mount Everest is 8849 metres high.",
+    ),
+    *_example(
+        "What is the time?", "example_3", "get_current_time", {}, "2025-07-02 09:15 UTC", "It is 09:15 UTC."
+    ),
+    *_example("What is 12 * 7?", "example_4", "calculator", {"expression": "12 * 7"}, "84", "12 * 7 is 84."),
+    *_example(
+        "What is 95 - 38?", "example_5", "calculator", {"expression": "95 - 38"}, "57", "95 - 38 is 57."
+    ),
 ]
 
 
