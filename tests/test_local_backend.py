@@ -43,6 +43,8 @@ def test_run_folder_holds_everything_a_user_needs(trained):
         summary["steps"] == 2
         and summary["accuracy_before"] is not None
         and summary["accuracy_after"] is not None
+        and 0.0 <= summary["mean_reward_before"] <= 1.0
+        and 0.0 <= summary["mean_reward_after"] <= 1.0
     )
     for name in (
         "config.yaml",

@@ -240,20 +240,26 @@ class LocalTraining:
             "steps": cfg.steps,
             "accuracy_before": before.accuracy if before else None,
             "accuracy_after": after.accuracy if after else None,
+            "mean_reward_before": before.mean_reward if before else None,
+            "mean_reward_after": after.mean_reward if after else None,
             "reward_curve": str(curve) if curve else None,
             "final_checkpoint": str(final) if final else None,
             "step_s_mean": statistics.fmean(step_times) if step_times else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
         console.print(
-            f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])} "
-            f"after {cfg.steps} steps; reward curve {summary['reward_curve']}"
+            f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])}, "
+            f"mean reward {_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])} after {cfg.steps} steps; reward curve {summary['reward_curve']}"
         )
         return summary
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def train(inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
