@@ -2,10 +2,12 @@
 
 Both loops run the same calculator task over the same fake LLMServerClient
 (fixed latency, scripted replies); ours runs the real AWorld agent against the
-calculator MCP server over HTTP, verl's calls an equivalent in-process function
-tool. Printed: episodes per second at each concurrency, per-turn overhead at
-concurrency 1 (wall time beyond the fake model's latency, per LLM call), and
-the ratios. Needs the verl extra.
+calculator MCP server over HTTP. verl's loop runs twice: with an equivalent
+in-process function tool (no tool I/O at all), and with a function tool that calls
+the same MCP server the way a verl user glues one in (verl 0.9.1 ships no MCP tool):
+one `mcp` client session per call. Printed: episodes per second at each concurrency,
+per-turn overhead at concurrency 1 (wall time beyond the fake model's latency, per
+LLM call), and the ratios. Needs the verl extra.
 
     python bench/rollout_overhead.py [--latency 0.05] [--concurrency 1 64 256]
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -61,6 +64,17 @@ class FakeServer:
             reply = f"<tool_call>\n{call}\n</tool_call>"
         ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.end]
         return TokenOutput(token_ids=ids, log_probs=[-0.1] * len(ids), stop_reason="completed")
+
+
+async def calculate_over_mcp(expression: str) -> str:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async with streamablehttp_client(os.environ["CALCULATOR_MCP_URL"]) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("calculate", {"expression": expression})
+    return "".join(getattr(part, "text", "") for part in result.content)
 
 
 def verl_config(max_response: int = 512):
@@ -165,30 +179,40 @@ def main() -> None:
         tool_file = Path(tmp) / "calc_tool.py"
         tool_file.write_text(TOOL)
         tools = load_all_tools(tool_config_path=None, function_tool_path=str(tool_file))
+        mcp_tools = [dataclasses.replace(tools[0], fn=calculate_over_mcp, is_async=True)]
         spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
         fake = FakeServer(tokenizer, args.latency)
         # one untimed episode of each loop first: imports, first connections and caches are not per-turn cost
         asyncio.run(run_ours(tokenizer, fake, spec, 2, 1))
         asyncio.run(run_verl(tokenizer, fake, cfg, tools, 2, 1))
+        asyncio.run(run_verl(tokenizer, fake, cfg, mcp_tools, 2, 1))
         rows = []
         for concurrency in args.concurrency:
             n = args.episodes_at_1 if concurrency == 1 else concurrency
             ours = asyncio.run(run_ours(tokenizer, fake, spec, n, concurrency))
             theirs = asyncio.run(run_verl(tokenizer, fake, cfg, tools, n, concurrency))
-            rows.append((concurrency, n, ours, theirs))
+            theirs_mcp = asyncio.run(run_verl(tokenizer, fake, cfg, mcp_tools, n, concurrency))
+            rows.append((concurrency, n, ours, theirs, theirs_mcp))
     calls = 2  # tool call, then the answer
     print(
         f"fake model latency {args.latency * 1000:.0f} ms per call; {calls} LLM calls and 1 tool call per episode"
     )
-    print(f"{'concurrency':>12}{'episodes':>10}{'ours ep/s':>12}{'verl ep/s':>12}{'ours/verl':>11}")
-    for concurrency, n, ours, theirs in rows:
-        print(f"{concurrency:>12}{n:>10}{n / ours:>12.2f}{n / theirs:>12.2f}{theirs / ours:>10.2f}x")
-    for concurrency, n, ours, theirs in rows:
+    print("verl = ToolAgentLoop with an in-process tool; verl+MCP = the same loop calling the MCP server")
+    print(
+        f"{'concurrency':>12}{'episodes':>10}{'ours ep/s':>12}{'verl ep/s':>12}{'verl+MCP':>10}"
+        f"{'ours/verl':>11}{'ours/verl+MCP':>15}"
+    )
+    for concurrency, n, ours, theirs, theirs_mcp in rows:
+        print(
+            f"{concurrency:>12}{n:>10}{n / ours:>12.2f}{n / theirs:>12.2f}{n / theirs_mcp:>10.2f}"
+            f"{theirs / ours:>10.2f}x{theirs_mcp / ours:>14.2f}x"
+        )
+    for concurrency, n, *times in rows:
         if concurrency == 1:
-            ours_turn = (ours / n - calls * args.latency) / calls
-            theirs_turn = (theirs / n - calls * args.latency) / calls
+            ours_turn, theirs_turn, mcp_turn = ((t / n - calls * args.latency) / calls * 1000 for t in times)
             print(
-                f"per-turn overhead at concurrency 1: ours {ours_turn * 1000:.1f} ms, verl {theirs_turn * 1000:.1f} ms"
+                f"per-turn overhead at concurrency 1: ours {ours_turn:.1f} ms, verl {theirs_turn:.1f} ms, "
+                f"verl+MCP {mcp_turn:.1f} ms"
             )
 
 
