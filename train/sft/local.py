@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from aworld_train.config import SFTConfig
 from aworld_train.engines.local.learner import micro_batches
+from aworld_train.engines.local.master_weights import MasterWeights
 from aworld_train.run_folder import RunFolder
 from aworld_train.sft.data import SFTSample
 
@@ -68,7 +69,8 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
     model = load_model(model_ref)
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    weights = MasterWeights(model)
+    optimizer = torch.optim.AdamW(weights.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     warmup = cfg.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
@@ -94,8 +96,7 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
                 nll = token_nll(model, collate(micro, pad_id, device))
                 (nll / max(n_tokens, 1)).backward()  # token mean over the whole step
                 total += float(nll.detach())
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
+            grad_norm = weights.step(optimizer, cfg.grad_clip)
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             loss = total / max(n_tokens, 1)

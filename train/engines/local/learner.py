@@ -23,6 +23,7 @@ from aworld_train.engines.local.grpo import (
     policy_loss,
     token_logprobs,
 )
+from aworld_train.engines.local.master_weights import MasterWeights
 from aworld_train.models import large_blocks_unmapped_on_free, release_freed_memory
 from aworld_train.rollout.codec import episode_samples, group_advantages
 from aworld_train.rollout.trajectory import Trajectory
@@ -123,7 +124,8 @@ class GRPOLearner:
         if algo.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             model.config.use_cache = False
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=algo.lr, weight_decay=algo.weight_decay)
+        self.weights = MasterWeights(model)
+        self.optimizer = torch.optim.AdamW(self.weights.params, lr=algo.lr, weight_decay=algo.weight_decay)
         warmup = algo.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
@@ -220,9 +222,8 @@ class GRPOLearner:
                 micro_count += 1
             if not active:
                 continue
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), algo.grad_clip)
-            totals["grad_norm"] += float(grad_norm) / len(minis)
-            self.optimizer.step()
+            grad_norm = self.weights.step(self.optimizer, algo.grad_clip)
+            totals["grad_norm"] += grad_norm / len(minis)
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.model.eval()
@@ -241,11 +242,17 @@ class GRPOLearner:
         """After the last step and its checkpoint: AdamW's two moments (twice the weights'
         memory) serve no evaluation that follows."""
         self.optimizer.state.clear()
+        self.weights.drop()
         release_freed_memory()
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "master_weights": self.weights.state_dict(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self.weights.load_state_dict(state.get("master_weights", []))
