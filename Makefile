@@ -13,6 +13,10 @@ BFCL_EVAL ?= bfcl-eval==2026.3.23
 .PHONY: setup test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
+	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || \
+		echo "note: install bubblewrap (apt-get install bubblewrap) for the GAIA python tool's sandbox"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)

@@ -181,14 +181,19 @@ def choose_mode(requested: str | None = None, bwrap: str | None = "", root: bool
 def _check_uid_interpreter() -> None:
     """In uid mode the interpreter must be readable by any user (pyenv under /root is not)."""
     python = interpreter()
-    probe = subprocess.run(
-        [python, "-I", "-c", "import linecache, json, ctypes"], capture_output=True, text=True,
-        timeout=30, env=_base_env(), user=DEFAULT_UIDS[1], group=DEFAULT_UIDS[1], extra_groups=[],
-    )  # fmt: skip
-    if probe.returncode != 0:
+    try:
+        probe = subprocess.run(
+            [python, "-I", "-c", "import linecache, json, ctypes"], capture_output=True, text=True,
+            timeout=30, env=_base_env(), user=DEFAULT_UIDS[1], group=DEFAULT_UIDS[1], extra_groups=[],
+        )  # fmt: skip
+        failure = probe.stderr.strip()[-200:] if probe.returncode != 0 else None
+    except OSError as exc:  # the user may not even reach the file (a folder on its path is private)
+        failure = str(exc)
+    if failure is not None:
         raise SandboxUnavailable(
-            f"uid mode: {python} cannot be run by an unprivileged user ({probe.stderr.strip()[-200:]}); "
-            f"set {PYTHON_ENV} to an interpreter every user can read, e.g. /usr/bin/python3"
+            f"uid mode: {python} cannot be run by an unprivileged user ({failure}); "
+            f"set {PYTHON_ENV} to an interpreter every user can read, e.g. /usr/bin/python3, "
+            "or install bubblewrap"
         )
 
 
