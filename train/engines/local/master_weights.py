@@ -43,29 +43,28 @@ class MasterWeights:
             float(torch.linalg.vector_norm(torch.stack([g.float().norm() for g in grads]))) if grads else 0.0
         )
         scale = min(1.0, max_grad_norm / (norm + 1e-6))  # clip_grad_norm_'s rule
-        pending: list[torch.Tensor] = []
+        pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         pending_bytes = 0
         for low, master in zip(self.model_params, self.params, strict=True):
             if low.grad is None:
                 continue
             master.grad = low.grad.float().mul_(scale)
             low.grad = None
-            pending.append(master)
+            pending.append((low, master))
             pending_bytes += master.grad.nbytes
             if pending_bytes >= _SLICE_BYTES:
                 self._step_slice(optimizer, pending)
                 pending, pending_bytes = [], 0
         if pending:
             self._step_slice(optimizer, pending)
-        for low, master in zip(self.model_params, self.params, strict=True):
-            low.copy_(master)  # the model computes with the new weights, rounded
         return norm
 
     @staticmethod
-    def _step_slice(optimizer: torch.optim.Optimizer, masters: list[torch.Tensor]) -> None:
+    def _step_slice(optimizer: torch.optim.Optimizer, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         optimizer.step()  # steps only the weights that hold a gradient: this slice
-        for master in masters:
+        for low, master in pairs:
             master.grad = None
+            low.copy_(master)  # the model computes with the new weights, rounded
 
     def state_dict(self) -> list[torch.Tensor]:
         return [p.detach() for p in self.params] if self.copied else []
