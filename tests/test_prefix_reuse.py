@@ -1,5 +1,8 @@
 """Prefix reuse in the local policy: the same tokens and logprobs as a full prefill, less prefill."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -113,6 +116,24 @@ def test_cache_tree_splits_shares_and_evicts():
     assert cache.match_length([1, 2, 7], 3) == 2 and cache.lookup([8], 1) == (0, None)
     cache.insert([6] * 8, kv([6] * 8))  # over budget: the least recently used leaf goes
     assert cache.tokens <= 12 and cache.match_length([1, 2, 3, 4, 5], 5) == 3
+
+
+def test_clearing_frees_the_keys_and_values_at_once():
+    cache = PrefixCache(max_tokens=100)
+    keys = torch.arange(5, dtype=torch.float32)[None, :, None]
+    cache.insert([1, 2, 3, 4, 5], lambda start: [(keys[:, start:].clone(), keys[:, start:].clone())])
+    cache.insert(
+        [1, 2, 9], lambda start: [(keys[:, :1].clone(), keys[:, :1].clone())]
+    )  # a split: parent and child
+    stored = [weakref.ref(k) for node in cache._nodes() for k, _ in node.kv]
+    assert len(stored) == 3
+    gc.disable()  # freed by reference counting, not whenever the cycle collector next runs
+    try:
+        cache.clear()
+        assert [ref() for ref in stored] == [None] * 3
+    finally:
+        gc.enable()
+    assert cache.tokens == 0 and cache.match_length([1, 2, 3], 3) == 0
 
 
 def test_shared_prefixes_within_a_batch():
