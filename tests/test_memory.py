@@ -1,5 +1,7 @@
 """The memory-lean loss computes what the plain one computes: same logprobs, loss and gradients."""
 
+import os
+
 import pytest
 import torch
 
@@ -82,3 +84,15 @@ def test_learner_loss_and_gradients_equal_the_plain_computation(model, tokenizer
     assert lean_grads.keys() == plain_grads.keys() and lean_grads
     for name in lean_grads:
         torch.testing.assert_close(lean_grads[name], plain_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_a_cpu_model_bounds_onednns_kernel_cache_unless_the_user_did(tiny_model_dir, monkeypatch):
+    from aworld_train.models import ONEDNN_CACHE_VARIABLE
+
+    monkeypatch.delenv(ONEDNN_CACHE_VARIABLE, raising=False)
+    load_model(str(tiny_model_dir), dtype=torch.float32, device="cpu")
+    assert int(os.environ[ONEDNN_CACHE_VARIABLE]) <= 64  # the default of 1024 kernels grew the demo's memory
+
+    monkeypatch.setenv(ONEDNN_CACHE_VARIABLE, "512")
+    load_model(str(tiny_model_dir), dtype=torch.float32, device="cpu")
+    assert os.environ[ONEDNN_CACHE_VARIABLE] == "512"
