@@ -18,7 +18,7 @@ from collections import OrderedDict
 from mcp.server.fastmcp import Context, FastMCP
 
 from aworld_train.env.episode import episode_of
-from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
+from aworld_train.env.mcp_fixes import contain_session_errors, episode_keyed_settings
 
 MAX_EXPONENT = 1000
 MAX_ABS = 10**100
@@ -114,9 +114,8 @@ class _EpisodeMemory:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    # WARNING: at INFO the server logged (with rich) every request and every access line, which
-    # cost several times the CPU of the arithmetic; FASTMCP_LOG_LEVEL=INFO brings that back.
-    server = FastMCP("calculator", host=host, port=port, **settings_from_env(log_level="WARNING"))
+    # the memory is keyed by episode header; FASTMCP_LOG_LEVEL=INFO logs every request again
+    server = FastMCP("calculator", host=host, port=port, **episode_keyed_settings())
     memory = _EpisodeMemory()
 
     @server.tool()

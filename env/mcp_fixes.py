@@ -109,6 +109,15 @@ def _cache_initialization_options(server_class) -> None:
     server_class.create_initialization_options = create_initialization_options
 
 
+def episode_keyed_settings() -> dict:
+    """FastMCP settings of a server that keys its state by the episode header, not by MCP session.
+
+    Stateless with JSON answers: no GET event stream and no DELETE per session, so fewer HTTP
+    requests per tool call; quiet, since logging each request costs more CPU than serving it.
+    FASTMCP_* variables still decide."""
+    return {"log_level": "WARNING", "stateless_http": True, "json_response": True, **settings_from_env()}
+
+
 def settings_from_env(log_level: str | None = None) -> dict:
     """FastMCP settings a parent process sets as FASTMCP_* variables (the GAIA gateway's RUN_ENV).
 

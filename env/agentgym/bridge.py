@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse
 from aworld_train.env.agentgym.client import AgentGymClient, EnvError, ServerDown, StepResult
 from aworld_train.env.agentgym.profiles import profile
 from aworld_train.env.agentgym.status import status_line
-from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
+from aworld_train.env.mcp_fixes import contain_session_errors, episode_keyed_settings
 from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH, SERVER_DOWN_MARK, TASK_HEADER
 
 ENV_VARIABLE = "AGENTGYM_ENV"
@@ -174,10 +174,7 @@ def build_server(
 ) -> FastMCP:
     contain_session_errors()
     bridge = Bridge(env_name, server_url, **bridge_kwargs)
-    # Quiet by default (logging each request costs more CPU than serving it); stateless with JSON
-    # answers, since state is keyed by the episode header, not by MCP session.
-    settings = {"log_level": "WARNING", "stateless_http": True, "json_response": True, **settings_from_env()}
-    server = FastMCP(f"agentgym-{bridge.profile.name}", host=host, port=port, **settings)
+    server = FastMCP(f"agentgym-{bridge.profile.name}", host=host, port=port, **episode_keyed_settings())
     server.bridge = bridge  # type: ignore[attr-defined] - tests read its episodes
 
     @server.tool()

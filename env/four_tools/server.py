@@ -10,7 +10,7 @@ Run: `aworld-train env up four-tools [--port N]`.
 from mcp.server.fastmcp import Context, FastMCP
 
 from aworld_train.env.four_tools import tools
-from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
+from aworld_train.env.mcp_fixes import contain_session_errors, episode_keyed_settings
 from aworld_train.protocol import TASK_HEADER
 
 
@@ -24,7 +24,7 @@ def _task_of(ctx: Context) -> str:
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
-    server = FastMCP("four-tools", host=host, port=port, **settings_from_env())
+    server = FastMCP("four-tools", host=host, port=port, **episode_keyed_settings())  # task header
 
     @server.tool()
     def calculator(expression: str) -> str:
