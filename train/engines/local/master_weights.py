@@ -140,7 +140,7 @@ class MasterWeights:
             return
         for i in self.low_bits:
             self.low_bits[i].copy_(state["low_bits"][i])
-            self.ties_down[i] = state["ties_down"][i].clone()
+            self.ties_down[i] = state["ties_down"][i].to(self.low_bits[i].device, copy=True)
 
     def drop(self) -> None:
         """After the last step: the masters serve nothing that follows."""
