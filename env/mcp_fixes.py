@@ -118,15 +118,14 @@ def episode_keyed_settings() -> dict:
     return {"log_level": "WARNING", "stateless_http": True, "json_response": True, **settings_from_env()}
 
 
-def settings_from_env(log_level: str | None = None) -> dict:
+def settings_from_env() -> dict:
     """FastMCP settings a parent process sets as FASTMCP_* variables (the GAIA gateway's RUN_ENV).
 
     mcp 1.10's FastMCP read them from the environment; from mcp 1.2x its constructor passes its
-    own defaults explicitly, which win over the environment, so they are read here instead.
-    `log_level` is the server's own default, used when FASTMCP_LOG_LEVEL is not set."""
+    own defaults explicitly, which win over the environment, so they are read here instead."""
     import os
 
-    out: dict = {"log_level": log_level} if log_level else {}
+    out: dict = {}
     for key in ("stateless_http", "json_response"):
         value = os.environ.get(f"FASTMCP_{key.upper()}")
         if value is not None:
