@@ -48,7 +48,6 @@ class MasterWeights:
             raise ValueError(
                 f"master weights: weights in {sorted(map(str, unknown))}; load the model in bf16 or float32"
             )
-        self.copied = any(p.dtype == torch.bfloat16 for p in self.model_params)
         # a bf16 weight's master: a float32 Parameter for the optimizer, whose data exists only
         # while its slice steps; a float32 weight is its own master
         self.params: list[torch.Tensor] = [
@@ -65,6 +64,11 @@ class MasterWeights:
                 self.low_bits[i] = torch.zeros(p.shape, dtype=torch.int16, device=p.device)
                 self.ties_down[i] = torch.zeros(0, dtype=torch.long, device=p.device)
 
+    @property
+    def copied(self) -> bool:
+        """Whether any weight's master is kept here (the model has bf16 weights, not yet dropped)."""
+        return bool(self.low_bits)
+
     def masters(self) -> list[torch.Tensor]:
         """Every weight's float32 master (built afresh: for checks, not inside a step)."""
         return [
@@ -80,7 +84,12 @@ class MasterWeights:
             norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
             optimizer.step()
             return float(norm)
-        norms = [low.grad.float().norm() for low in self.model_params if low.grad is not None]
+        # in float32 without a float32 copy of each gradient (the step below makes one per slice)
+        norms = [
+            torch.linalg.vector_norm(low.grad, dtype=torch.float32)
+            for low in self.model_params
+            if low.grad is not None
+        ]
         norm = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
         scale = min(1.0, max_grad_norm / (norm + 1e-6))  # clip_grad_norm_'s rule
         pending: list[int] = []
@@ -89,7 +98,7 @@ class MasterWeights:
             low, master = self.model_params[i], self.params[i]
             if low.grad is None:
                 continue
-            if master is low:
+            if i not in self.low_bits:  # a float32 weight, its own master
                 low.grad.mul_(scale)
             else:
                 master.data = _master(low.detach(), self.low_bits[i], self.ties_down[i])
