@@ -15,8 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.config import SFTConfig
-from aworld_train.engines.local.learner import micro_batches
-from aworld_train.engines.local.master_weights import MasterWeights
+from aworld_train.engines.local.learner import adamw_with_warmup, micro_batches
 from aworld_train.run_folder import RunFolder
 from aworld_train.sft.data import SFTSample
 
@@ -69,12 +68,7 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
     model = load_model(model_ref)
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    weights = MasterWeights(model)
-    optimizer = torch.optim.AdamW(weights.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    warmup = cfg.warmup_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
-    )
+    weights, optimizer, scheduler = adamw_with_warmup(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps)
     steps = step_batches(samples, cfg)
     started = time.perf_counter()
     losses = []

@@ -89,6 +89,19 @@ def micro_batches(samples: list[Packable], token_budget: int) -> list[list[Packa
     return batches
 
 
+def adamw_with_warmup(
+    model, lr: float, weight_decay: float, warmup_steps: int
+) -> tuple[MasterWeights, torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """The local optimizer (GRPO and SFT alike): AdamW over the model's master weights, its
+    learning rate rising linearly over `warmup_steps`, then constant."""
+    weights = MasterWeights(model)
+    optimizer = torch.optim.AdamW(weights.params, lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+    )
+    return weights, optimizer, scheduler
+
+
 def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor]:
     width = max(len(s) for s in batch)
     n = len(batch)
@@ -124,11 +137,8 @@ class GRPOLearner:
         if algo.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             model.config.use_cache = False
-        self.weights = MasterWeights(model)
-        self.optimizer = torch.optim.AdamW(self.weights.params, lr=algo.lr, weight_decay=algo.weight_decay)
-        warmup = algo.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+        self.weights, self.optimizer, self.scheduler = adamw_with_warmup(
+            model, algo.lr, algo.weight_decay, algo.warmup_steps
         )
 
     @property
