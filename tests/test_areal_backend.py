@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -433,19 +434,24 @@ def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
 # -- launch -------------------------------------------------------------------------------------------
 
 
-def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, capsys):
-    """`train()` starts AReaL's entry point in a subprocess, streams its output into areal.log and
-    returns its exit status. (The command itself is replaced: AReaL's trainer needs GPUs.)"""
+def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, capsys):
+    """`train()` starts AReaL's entry point in a subprocess and streams its output into areal.log;
+    an exit status other than 0 is an error naming the log. (The command itself is replaced.)"""
     from aworld_train.engines.areal import render as areal_render
+    from aworld_train.errors import EngineFailed
 
     monkeypatch.setattr(
         areal_render,
         "command",
         lambda config_path: (sys.executable, "-c", "print('Train step 1/1 reward 0.5'); raise SystemExit(3)"),
     )
-    result = trainer_for(tmp_path, {"backend": "areal"}).train()
-    assert result["backend"] == "areal" and result["returncode"] == 3
-    assert "Train step 1/1 reward 0.5" in (tmp_path / "run" / "areal.log").read_text()
+    log = tmp_path / "run" / "areal.log"
+    with pytest.raises(
+        EngineFailed,
+        match=rf"(?s)areal exited with status 3.*{re.escape(str(log))}.*Train step 1/1 reward 0.5",
+    ):
+        trainer_for(tmp_path, {"backend": "areal"}).train()
+    assert "Train step 1/1 reward 0.5" in log.read_text()
     assert "Train step 1/1 reward 0.5" in capsys.readouterr().err
 
 

@@ -251,3 +251,29 @@ def test_eval_command_k4_two_checkpoints_writes_table_and_plot(tmp_path, tokeniz
     assert all(isinstance(i, int) for b in server.bodies for i in b["prompt"])
     lines = (tmp_path / "eval_trajectories.jsonl").read_text().splitlines()
     assert len(lines) == 64 and {json.loads(x)["checkpoint"] for x in lines} == {"solver", "guesser"}
+
+
+def _eval_cli(tmp_path, policy_url: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aworld_train.cli", "eval", CALC, "data.max_test=2",
+         f"trainer.run_dir={tmp_path}", "--policy-url", policy_url],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_eval_against_a_policy_that_does_not_answer_fails_with_the_reason(tmp_path, tokenizer, im_end):
+    """A dead endpoint, or one that returns token text instead of ids: every episode fails for one
+    cause, so `eval` exits 1 and says why on stderr, after writing the trajectories."""
+    dead = _eval_cli(tmp_path / "dead", "http://127.0.0.1:9/v1")
+    assert dead.returncode == 1, dead.stderr[-3000:]
+    assert "aworld-train: error: every episode of smollm2-135m (seed 0) ended as 'error'" in dead.stderr
+    assert "http://127.0.0.1:9/v1/completions did not answer" in dead.stderr
+    assert len((tmp_path / "dead" / "eval_trajectories.jsonl").read_text().splitlines()) == 2
+
+    server = FakeCompletionsServer(_scripted_answers(tokenizer, im_end), tokens_as_ids=False)
+    try:
+        text = _eval_cli(tmp_path / "text", server.url)
+    finally:
+        server.stop()
+    assert text.returncode == 1, text.stderr[-3000:]
+    assert "ended as 'error'" in text.stderr and "--return-tokens-as-token-ids" in text.stderr

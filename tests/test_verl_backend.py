@@ -4,6 +4,7 @@ rules, and our agent loop run by verl's registry/instantiate path and post-proce
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -419,13 +420,15 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     assert ours.response_mask == theirs.response_mask
 
 
-def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, capsys):
-    """`run` starts verl's entry point in a subprocess, streams its output into verl.log and returns its exit status.
-    (The command itself is replaced: main_ppo needs GPUs.)"""
+def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, capsys):
+    """`run` starts verl's entry point in a subprocess and streams its output into verl.log; an
+    engine that exits non-zero makes `train()` raise and `aworld-train run` exit 1, with the log's
+    path and last lines in the message. (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
-    from aworld_train import preflight
+    from aworld_train import cli, preflight
     from aworld_train.engines.verl import render as verl_render
+    from aworld_train.errors import EngineFailed
 
     # the preflight has its own test below; vLLM cannot be installed here
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
@@ -438,10 +441,21 @@ def test_launch_streams_the_log_and_returns_the_status(tmp_path, monkeypatch, ca
             "print('step:1 - reward 0.5'); raise SystemExit(3)",
         ),
     )
-    result = trainer_for(tmp_path, {"backend": "verl"}).train()
-    assert result["returncode"] == 3
-    assert "step:1 - reward 0.5" in (tmp_path / "run" / "verl.log").read_text()
+    log = tmp_path / "run" / "verl.log"
+    with pytest.raises(
+        EngineFailed, match=rf"(?s)verl exited with status 3.*{re.escape(str(log))}.*step:1 - reward 0.5"
+    ):
+        trainer_for(tmp_path, {"backend": "verl"}).train()
+    assert "step:1 - reward 0.5" in log.read_text()
     assert "step:1 - reward 0.5" in capsys.readouterr().err
+
+    monkeypatch.setattr(
+        "aworld_train.cli._trainer", lambda args: trainer_for(tmp_path / "cli", {"backend": "verl"})
+    )
+    assert cli.main(["run", "unused.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert "aworld-train: error: verl exited with status 3" in err
+    assert str(tmp_path / "cli" / "run" / "verl.log") in err and "| step:1 - reward 0.5" in err
 
 
 def test_the_gpu_smoke_models_files_travel_with_the_repo(tmp_path):

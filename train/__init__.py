@@ -6,6 +6,10 @@ __version__ = "0.1.0"
 
 __all__ = ["AgentTrainer", "TrainConfig", "load_config", "__version__"]
 
+from aworld_train.aworld.console import quiet_aworld_console  # noqa: E402
+
+quiet_aworld_console()  # before a user's module imports AWorld, or after a script already did
+
 
 def __getattr__(name: str):
     # Lazy: importing the package must not import AWorld or torch.

@@ -132,18 +132,35 @@ async def fetch_instructions(server: str, env: str, ids: list[str], concurrency:
 def read_records(path: str | Path) -> list[Any]:
     """AgentGym's JSON list (or JSONL, one record a line)."""
     path = Path(path)
+    records = "an AgentGym task list or trajectory file: a JSON list (or JSONL) of {item_id, conversations}"
     if not path.is_file():
-        raise DatasetError(f"AgentGym file {str(path)!r} does not exist")
+        where = "is a folder" if path.is_dir() else "does not exist"
+        raise DatasetError(f"AgentGym file {str(path)!r} {where}: give {records}")
     text = path.read_text(encoding="utf-8")
     try:
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"AgentGym file {str(path)!r} is not valid JSON: {exc}") from exc
+        raise DatasetError(f"AgentGym file {str(path)!r} is not valid JSON ({exc}): give {records}") from None
     if not isinstance(data, list):
-        raise DatasetError(f"AgentGym file {str(path)!r} must hold a list of records")
+        raise DatasetError(f"AgentGym file {str(path)!r} holds a {type(data).__name__}: give {records}")
     return data
+
+
+def check_environment(env: str) -> None:
+    """`env` names one of AgentGym's environments (its rows' data_source and item ids carry it)."""
+    import difflib
+
+    from aworld_train.env.agentgym.profiles import ENVIRONMENTS
+
+    if env.lower() not in ENVIRONMENTS:
+        close = difflib.get_close_matches(env.lower(), ENVIRONMENTS, n=1)
+        raise DatasetError(
+            f"--env {env!r} is not an AgentGym environment"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f": choose one of {', '.join(ENVIRONMENTS)}"
+        )
 
 
 def split(rows: list[dict[str, Any]], held_out: float, seed: int) -> tuple[list[dict], list[dict]]:
@@ -173,6 +190,12 @@ def convert(
 ) -> dict[str, int]:
     """`source` (AgentGym JSON/JSONL) -> `output` JSONL rows; with `held_out`, also `<output>.test.jsonl`.
     The counts written."""
+    check_environment(env)
+    if not 0 <= held_out < 1:
+        raise DatasetError(
+            f"--held-out {held_out} is not a share of the items: give a number from 0 (no test file) "
+            "up to, but not including, 1 (e.g. 0.2)"
+        )
     records = read_records(source)
     instructions = None
     if server:

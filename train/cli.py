@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AworldTrainError as exc:
         print(f"aworld-train: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("aworld-train: interrupted; the run folder keeps its logs and checkpoints", file=sys.stderr)
         return 130

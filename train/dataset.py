@@ -25,7 +25,10 @@ def read_rows(source: Any, what: str = "dataset") -> list[dict[str, Any]]:
     if isinstance(source, list):
         bad = next((i for i, row in enumerate(source) if not isinstance(row, dict)), None)
         if bad is not None:
-            raise DatasetError(f"{what}: row {bad} is a {type(source[bad]).__name__}, not a dict")
+            raise DatasetError(
+                f"{what}: row {bad} is a {type(source[bad]).__name__}, not a dict: give each row as a "
+                "mapping with a prompt and a ground_truth"
+            )
         return [dict(row) for row in source]
     if hasattr(source, "to_list") and hasattr(source, "column_names"):  # datasets.Dataset
         return [dict(row) for row in source.to_list()]
@@ -36,24 +39,40 @@ def read_rows(source: Any, what: str = "dataset") -> list[dict[str, Any]]:
 
 def _read_file(path: Path, what: str) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise DatasetError(f"{what} file {str(path)!r} does not exist")
+        where = "is a folder" if path.is_dir() else "does not exist"
+        raise DatasetError(
+            f"{what} file {str(path)!r} {where}: give the path of a .jsonl, .json or .parquet file"
+        )
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
             rows = _read_jsonl(path, what)
         elif suffix == ".json":
             data = json.loads(_utf8(path, what))
-            rows = data if isinstance(data, list) else data.get("data", data.get("rows"))
+            rows = data if not isinstance(data, dict) else data.get("data", data.get("rows", data))
         elif suffix == ".parquet":
             import pyarrow.parquet as pq
 
             rows = pq.read_table(path).to_pylist()
         else:
             raise DatasetError(f"{what} file {str(path)!r}: use .jsonl, .json or .parquet")
-    except (json.JSONDecodeError, OSError) as exc:
-        raise DatasetError(f"{what} file {str(path)!r} cannot be read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            f"{what} file {str(path)!r} is not JSON ({exc}): it must hold a list of row objects"
+        ) from None
+    except OSError as exc:
+        raise DatasetError(
+            f"{what} file {str(path)!r} cannot be read ({exc.strerror}): check its permissions"
+        ) from None
     if not isinstance(rows, list):
-        raise DatasetError(f"{what} file {str(path)!r} must hold a list of rows")
+        raise DatasetError(
+            f"{what} file {str(path)!r} holds a {type(rows).__name__}: it must hold a list of row objects "
+            '(or {"data": [...]})'
+        )
+    if not rows:
+        raise DatasetError(
+            f"{what} file {str(path)!r} has no rows: add rows (one JSON object each) or point to another file"
+        )
     return read_rows(rows, what)
 
 
@@ -125,7 +144,7 @@ def to_tasks(
     rows: list[dict[str, Any]], prompt_key: str, answer_key: str, what: str = "dataset"
 ) -> list[Task]:
     if not rows:
-        raise DatasetError(f"{what} has no rows")
+        raise DatasetError(f"{what} has no rows: pass at least one row with a prompt and a ground_truth")
     tasks = []
     for index, row in enumerate(rows):
         if prompt_key not in row:

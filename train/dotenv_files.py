@@ -12,6 +12,9 @@ import os
 from pathlib import Path
 
 from dotenv import dotenv_values
+from dotenv.parser import parse_stream
+
+from aworld_train.errors import ConfigError
 
 
 def env_files(config_path: str | Path | None = None) -> list[Path]:
@@ -30,7 +33,21 @@ def load_env_files(config_path: str | Path | None = None) -> dict[str, str]:
     """Set the variables of the applicable `.env` files that the environment lacks; those set."""
     loaded: dict[str, str] = {}
     for path in env_files(config_path):
+        refuse_unparsed_lines(path)
         for key, value in dotenv_values(path).items():
             if value is not None and key not in os.environ:
                 os.environ[key] = loaded[key] = value
     return loaded
+
+
+def refuse_unparsed_lines(path: Path) -> None:
+    """A line python-dotenv cannot parse would be skipped with a warning that names no file; the
+    variable it meant to set would then be missing."""
+    with path.open(encoding="utf-8") as stream:
+        for binding in parse_stream(stream):
+            if binding.error:
+                line = binding.original.string.strip()
+                raise ConfigError(
+                    f"{path} line {binding.original.line}: {line!r} is not a setting: write KEY=value "
+                    "(quote a value with spaces or #), or start the line with # to comment it out"
+                )

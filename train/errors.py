@@ -1,8 +1,15 @@
-"""Errors raised for bad input. Each message names the field and the fix."""
+"""The errors aworld-train reports in one line. Each message names the field (or file) and the fix.
+
+Bad input is refused before any model loads (exit code 2 from the CLI); a run that started and
+failed (an engine that crashed, a run or an evaluation where every episode failed for one
+cause) exits with 1, so a job queue never takes a failure for success.
+"""
 
 
 class AworldTrainError(ValueError):
     """Base class: bad input detected before any model is loaded."""
+
+    exit_code = 2
 
 
 class ConfigError(AworldTrainError):
@@ -29,5 +36,19 @@ class ToolServerError(AworldTrainError):
     """An MCP server the agent is configured with does not answer."""
 
 
-class RunCannotLearn(AworldTrainError):
+class RunFailed(AworldTrainError):
+    """A run that started did not finish its work: nothing it printed may pass for success."""
+
+    exit_code = 1
+
+
+class RunCannotLearn(RunFailed):
     """Every episode of several steps in a row failed for one cause: the run stopped."""
+
+
+class EngineFailed(RunFailed):
+    """A launched engine (verl, AReaL) exited with an error."""
+
+
+class EvaluationFailed(RunFailed):
+    """Every episode of an evaluation failed for one cause: its scores measure nothing."""

@@ -312,7 +312,32 @@ def run_suite(
             indent=2,
         )
     )
+    refuse_failed_evaluations(suite, trajectories_path or out_dir)
     return suite
+
+
+def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
+    """An evaluation whose every episode failed for one cause scored nothing: an error, after
+    the table and the trajectories (which hold each episode's error) are written."""
+    from aworld_train.errors import EvaluationFailed
+    from aworld_train.rollout.failure_streak import FIXES, one_failure_cause
+
+    failed = []
+    for result in suite.results:
+        for seed, report in result.reports.items():
+            failure = one_failure_cause(report.trajectories)
+            if failure is not None:
+                failed.append((result.label, seed, *failure))
+    if not failed:
+        return
+    label, seed, cause, example = failed[0]
+    others = f" (and {len(failed) - 1} more evaluations)" if len(failed) > 1 else ""
+    raise EvaluationFailed(
+        f"every episode of {label} (seed {seed}){others} ended as {cause!r}"
+        + (f" ({example})" if example else "")
+        + f", so its scores measure nothing: {FIXES.get(cause, 'see the message')}. "
+        f"Table and trajectories: {suite.out_dir}, {written}"
+    )
 
 
 async def _evaluate(spec, tasks, runtime, reward, description, show_progress, k, seed, closer) -> EvalReport:

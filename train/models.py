@@ -138,16 +138,24 @@ def stop_token_ids(tokenizer) -> list[int]:
 DTYPE_VARIABLE = "AWORLD_TRAIN_DTYPE"  # bfloat16 | float32 | auto (the default)
 
 
+def dtype_setting() -> str:
+    """AWORLD_TRAIN_DTYPE as "bfloat16", "float32" or "auto" (unset); anything else is an error."""
+    chosen = os.environ.get(DTYPE_VARIABLE, "auto").strip().lower()
+    if chosen in ("bfloat16", "bf16", "float32", "fp32"):
+        return "bfloat16" if chosen.startswith("bf") else "float32"
+    if chosen != "auto":
+        raise ModelError(f"{DTYPE_VARIABLE}={chosen!r}: use bfloat16, float32 or auto")
+    return chosen
+
+
 def best_dtype():
     """bf16 where the CPU has native bf16 matmul (or on a GPU), else float32; AWORLD_TRAIN_DTYPE
     (bfloat16 or float32) decides instead when set."""
     import torch
 
-    chosen = os.environ.get(DTYPE_VARIABLE, "auto").strip().lower()
-    if chosen in ("bfloat16", "bf16", "float32", "fp32"):
-        return torch.bfloat16 if chosen.startswith("bf") else torch.float32
+    chosen = dtype_setting()
     if chosen != "auto":
-        raise ModelError(f"{DTYPE_VARIABLE}={chosen!r}: use bfloat16, float32 or auto")
+        return getattr(torch, chosen)
     if torch.cuda.is_available():
         return torch.bfloat16
     flags = ""

@@ -117,7 +117,9 @@ class RewardFunction:
             except AgentSpecError as exc:
                 raise RewardError(str(exc)) from None
             if not callable(fn):
-                raise RewardError(f"reward_func {text!r} is not callable")
+                raise RewardError(
+                    f"reward_func {text!r} is a {type(fn).__name__}, not callable: name a function"
+                )
             return cls(fn, text, _shape_of(fn, text))
         if callable(source):
             ref = reference_of(source)

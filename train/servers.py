@@ -7,9 +7,31 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from aworld_train.aworld.agent_spec import resolve_env_refs
 from aworld_train.config import EnvServerConfig
-from aworld_train.protocol import url_variable
+from aworld_train.errors import ConfigError
+from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
+
+
+def server_environment(index: int, server: EnvServerConfig) -> dict[str, str]:
+    """The extra environment of the `env:` entry at `index`, its `${VAR}` references resolved
+    now; an unset variable is an error naming the entry."""
+    resolved = {}
+    for key, value in server.env.items():
+        try:
+            resolved[key] = resolve_env_refs(value)
+        except MissingVariable as exc:
+            raise ConfigError(
+                f"env[{index}] ({server.name}): env.{key} is {value!r}, and {exc.name} is not set: export "
+                f"{exc.name} (or put it in a .env file beside the config), or give a default, "
+                f"'${{{exc.name}:-value}}'"
+            ) from None
+    return resolved
+
+
+def check_server_environments(servers: list[EnvServerConfig]) -> None:
+    """Every `env:` entry's references resolve, before any model loads or server starts."""
+    for index, server in enumerate(servers):
+        server_environment(index, server)
 
 
 @contextlib.contextmanager
@@ -23,12 +45,12 @@ def running_envs(
     previous: dict[str, str | None] = {}
     urls: dict[str, str] = {}
     try:
-        for server in servers:
+        for index, server in enumerate(servers):
             log = Path(log_dir) / f"env-{server.name}.log" if log_dir else None
             if log:
                 log.parent.mkdir(parents=True, exist_ok=True)
             # `${VAR:-default}` in a server's env is resolved here, when the server starts.
-            env = resolve_env_refs(server.env)
+            env = server_environment(index, server)
             running = start_server(server.name, port=server.port, log_path=log, env=env)
             started.append(running)
             var = url_variable(server.name)

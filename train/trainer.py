@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,12 @@ from aworld_train.dotenv_files import load_env_files
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, ConfigError, DatasetError
 from aworld_train.mcp_check import check_mcp_servers
-from aworld_train.models import check_model
+from aworld_train.models import check_model, dtype_setting
 from aworld_train.preflight import run_folder_writable
+from aworld_train.protocol import url_variable
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
+from aworld_train.servers import check_server_environments
 
 log = logging.getLogger("aworld_train")
 
@@ -46,12 +49,15 @@ class AgentTrainer:
     ) -> None:
         # `.env` settings first: the agent's `${VAR}` references are resolved by the checks below
         load_env_files(config if isinstance(config, str | Path) else None)
+        _check_settings()
         self.config = load_config(config, overrides)
         cfg = self.config
         self.engine: Engine = get_engine(cfg.backend)
+        self.engine.validate(cfg)
         native = self.engine.native_inputs(cfg)
+        check_server_environments(cfg.env)
         self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
-        _check_rebuild(self.spec)
+        _check_rebuild(self.spec, [server.name for server in cfg.env])
         self.reward = RewardFunction.load(
             reward_func if reward_func is not None else cfg.reward.fn or native.reward,
             kwargs=_reward_kwargs(cfg.reward.kwargs, native.reward_kwargs),
@@ -150,6 +156,14 @@ class AgentTrainer:
         )
 
 
+def _check_settings() -> None:
+    """The environment variables read later, when a model loads or an episode starts."""
+    from aworld_train.aworld.trims import aworld_log_level
+
+    dtype_setting()
+    aworld_log_level()
+
+
 def _check_lengths(cfg: TrainConfig, context: int | None) -> None:
     """Token limits the model cannot hold would fail mid-run (position ids past the context)."""
     if context is None:
@@ -176,9 +190,15 @@ def _reward_kwargs(common: dict[str, Any], native: dict[str, Any]) -> dict[str, 
     return {**native, **common}
 
 
-def _check_rebuild(spec: AgentSpec) -> None:
-    """A worker rebuilds the agent from its spec: make sure that works now, not on a GPU node."""
+def _check_rebuild(spec: AgentSpec, env_servers: list[str]) -> None:
+    """A worker rebuilds the agent from its spec: make sure that works now, not on a GPU node.
+    The `<NAME>_MCP_URL` of the config's `env:` servers count as set: the run exports them."""
+    exported = {url_variable(name): "http://127.0.0.1:1/mcp" for name in env_servers}
     try:
-        build_agent(spec, llm={"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"})
+        build_agent(
+            spec,
+            llm={"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"},
+            env={**exported, **os.environ},
+        )
     except AgentSpecError as exc:
         raise AgentSpecError(f"agent cannot be rebuilt from its spec, as workers must: {exc}") from None

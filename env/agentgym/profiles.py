@@ -50,6 +50,10 @@ PROFILES = {
 }
 
 
+# AgentGym's environments: those above, and those whose servers keep every default.
+ENVIRONMENTS = (*PROFILES, "maze", "wordle", "weather", "movie", "academia", "sheet", "todo")
+
+
 def profile(name: str) -> Profile:
     return PROFILES.get(name.lower(), Profile(name.lower()))
 

@@ -33,12 +33,14 @@ class ConversionError(DatasetError):
 
 def read_records(path: str | Path) -> list[Any]:
     path = Path(path)
+    query_file = "give a StableToolBench query file (solvable_queries/test_instruction/G1_instruction.json)"
     if not path.is_file():
-        raise ConversionError(f"--input {str(path)!r} does not exist")
+        where = "is a folder" if path.is_dir() else "does not exist"
+        raise ConversionError(f"--input {str(path)!r} {where}: {query_file}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConversionError(f"--input {str(path)!r} is not a JSON file: {exc}") from None
+        raise ConversionError(f"--input {str(path)!r} is not a JSON file ({exc}): {query_file}") from None
     if not isinstance(data, list):
         raise ConversionError(
             f"--input {str(path)!r} holds a {type(data).__name__}; a StableToolBench query file is a list of "

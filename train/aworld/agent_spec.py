@@ -8,6 +8,7 @@ references at run time.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import importlib
 import importlib.util
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aworld_train.errors import AgentSpecError
 from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
@@ -180,9 +181,19 @@ def import_object(reference: str, what: str) -> Any:
         else:
             module = importlib.import_module(module_name)
     except Exception as exc:
-        raise AgentSpecError(f"{what} {reference!r}: cannot import {module_name!r} ({exc})") from exc
+        fix = (
+            "check the path (relative to the working folder)"
+            if module_name.endswith(".py")
+            else "check the module's name, and that its package is installed or on PYTHONPATH"
+        )
+        raise AgentSpecError(
+            f"{what} {reference!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc}): {fix}"
+        ) from exc
     if not hasattr(module, attr):
-        raise AgentSpecError(f"{what} {reference!r}: {module_name!r} has no attribute {attr!r}")
+        names = [n for n in dir(module) if not n.startswith("_")]
+        close = difflib.get_close_matches(attr, names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise AgentSpecError(f"{what} {reference!r}: {module_name!r} has no attribute {attr!r}{hint}")
     return getattr(module, attr)
 
 
@@ -191,22 +202,33 @@ def load_agent_spec(agent: Any) -> AgentSpec:
     if isinstance(agent, AgentSpec):
         return agent
     if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
-        path = Path(agent)
-        if not path.is_file():
-            raise AgentSpecError(f"agent YAML {str(path)!r} does not exist")
-        data = yaml.safe_load(path.read_text()) or {}
+        from aworld_train.config import explain_validation, read_yaml
+        from aworld_train.errors import ConfigError
+
+        try:
+            data = read_yaml(agent, "agent YAML")
+        except ConfigError as exc:
+            raise AgentSpecError(str(exc)) from None
         try:
             return AgentSpec.model_validate(data)
-        except Exception as exc:
-            raise AgentSpecError(f"agent YAML {str(path)!r} is not a valid agent spec: {exc}") from exc
+        except ValidationError as exc:
+            raise AgentSpecError(
+                f"agent YAML {str(agent)!r}: " + explain_validation(exc, AgentSpec, "agent")
+            ) from None
     if isinstance(agent, str):
         factory = import_object(agent, "agent factory")
         if not callable(factory):
-            raise AgentSpecError(f"agent factory {agent!r} is not callable")
+            raise AgentSpecError(
+                f"agent factory {agent!r} is a {type(factory).__name__}, not callable: name a function "
+                "that returns an AWorld Agent"
+            )
         try:
             built = factory()
         except Exception as exc:
-            raise AgentSpecError(f"agent factory {agent!r} failed: {exc}") from exc
+            raise AgentSpecError(
+                f"agent factory {agent!r} failed ({type(exc).__name__}: {exc}): fix it so that, called "
+                "with no arguments, it returns an AWorld Agent"
+            ) from exc
         return spec_from_agent(built, factory=agent)
     if agent is None:
         raise AgentSpecError(
@@ -220,18 +242,20 @@ def build_agent(
     llm: dict[str, Any] | None = None,
     episode_id: str | None = None,
     task_id: str | None = None,
+    env: dict[str, str] | None = None,
 ):
     """An AWorld Agent equivalent to the one `spec` came from.
 
     `llm` sets the engine fields (provider, base_url, model name); `episode_id` goes
     into every MCP server's headers so stateful servers can isolate episodes, with
-    `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it.
+    `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it. `env`
+    resolves the spec's `${VAR}` references instead of the process environment.
     """
     from aworld_train.aworld import install
     from aworld_train.aworld.runtime import Agent, AgentConfig
 
     install()  # before any agent exists: AWorld components take the memory store when they are built
-    mcp_config = resolve_env_refs(spec.mcp_config)
+    mcp_config = resolve_env_refs(spec.mcp_config, env)
     if episode_id is not None:
         for conf in (mcp_config.get("mcpServers") or {}).values():
             headers = conf.setdefault("headers", {})

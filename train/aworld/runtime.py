@@ -8,15 +8,12 @@ AWorld is in `patches.py`, applied by `aworld_train.aworld.install()`.
 from __future__ import annotations
 
 import asyncio
-import os
-from pathlib import Path
 
 from aworld_train.aworld import patches
-from aworld_train.paths import cache_dir
+from aworld_train.aworld.console import quiet_aworld_console
 from aworld_train.protocol import TURN_HEADER
 
-os.environ.setdefault("AWORLD_DISABLE_CONSOLE_LOG", "true")
-os.environ.setdefault("AWORLD_LOG_PATH", str(Path(cache_dir()) / "aworld-logs"))
+quiet_aworld_console()
 
 # The agent module must come first: importing aworld.models.llm alone hits a circular import.
 from aworld.agents.llm_agent import Agent  # noqa: E402

@@ -66,6 +66,11 @@ class Engine(Protocol):
         """What the config's native section for this engine supplies (reward, data files)."""
         ...
 
+    def validate(self, config: TrainConfig) -> None:
+        """Refuse what the engine would refuse in its native section (unknown keys, settings it
+        cannot run with), before any model loads or server starts."""
+        ...
+
     def render(self, inputs: RunInputs) -> RenderedRun | None:
         """Write the run folder; None for an engine that needs none (local)."""
         ...

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aworld_train.errors import ConfigError
+from aworld_train.errors import ConfigError, EngineFailed
 
 if TYPE_CHECKING:
     from aworld_train.engines.base import Engine, RenderedRun, RunInputs
 
 BLANK = (None, "", "auto", "???")
+# lines of a failed engine's log that its error shows
+LOG_TAIL_LINES = 30
 
 
 def get(tree: dict[str, Any], dotted: str) -> Any:
@@ -133,4 +135,30 @@ def launch_run(
         require_checks(inputs, engine, run)
         command = list(run.command) + (resume_overrides if resume else [])
         returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env)
+    if returncode != 0:
+        raise EngineFailed(engine_failure(run.engine, returncode, log_path))
     return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}
+
+
+def engine_failure(engine: str, returncode: int, log_path: Path) -> str:
+    """What a failed launch reports: the exit status, the log's last lines and its path."""
+    lines = log_path.read_text(errors="replace").splitlines() if log_path.is_file() else []
+    tail = "\n".join(f"  | {line}" for line in lines[-LOG_TAIL_LINES:])
+    return f"{engine} exited with status {returncode}: the run failed. Its log is {log_path}" + (
+        f", which ends:\n{tail}" if tail else " (empty)"
+    )
+
+
+def unknown_key_message(base: Any, exc: Exception, section: str, what: str) -> str:
+    """`<section>.<key> is not a key of <what> (did you mean ...?): ...`, from OmegaConf's error."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    dotted = str(getattr(exc, "full_key", "") or getattr(exc, "key", ""))
+    parent, _, leaf = dotted.rpartition(".")
+    node = OmegaConf.select(base, parent) if parent else base
+    keys = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
+    close = difflib.get_close_matches(leaf, keys, n=1)
+    hint = f" (did you mean {section}.{parent + '.' if parent else ''}{close[0]}?)" if close else ""
+    return f"{section}.{dotted} is not a key of {what}{hint}: remove it or fix its spelling"

@@ -24,6 +24,15 @@ FIXES = {
 }
 
 
+def one_failure_cause(trajectories: Sequence[Trajectory]) -> tuple[str, str] | None:
+    """(status, an example error) when every trajectory failed with the same status, else None."""
+    statuses = {t.status for t in trajectories}
+    cause = next(iter(statuses)) if len(statuses) == 1 else None
+    if not trajectories or cause not in FAILED_STATUSES:
+        return None
+    return cause, next((t.error for t in trajectories if t.error), "")
+
+
 @dataclass
 class FailureStreak:
     limit: int  # steps in a row that stop the run; 0 never stops
@@ -32,15 +41,14 @@ class FailureStreak:
 
     def observe(self, trajectories: Sequence[Trajectory]) -> None:
         """Count this step; raise RunCannotLearn once `limit` steps in a row failed for one cause."""
-        statuses = {t.status for t in trajectories}
-        cause = next(iter(statuses)) if len(statuses) == 1 else None
-        if not trajectories or cause not in FAILED_STATUSES:
+        failure = one_failure_cause(trajectories)
+        if failure is None:
             self.cause, self.steps = None, 0
             return
+        cause, example = failure
         self.steps = self.steps + 1 if cause == self.cause else 1
         self.cause = cause
         if self.limit and self.steps >= self.limit:
-            example = next((t.error for t in trajectories if t.error), "")
             raise RunCannotLearn(
                 f"every episode of the last {self.steps} steps ended as {cause!r}"
                 + (f" ({example})" if example else "")

@@ -10,17 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.config import TrainConfig, load_config
-from aworld_train.sft.data import SFTData, load_sft_data
+from aworld_train.sft.data import SFTData, read_sft_records, sft_samples
 
 __all__ = ["build_samples", "run_sft"]
 
 
 def build_samples(cfg: TrainConfig) -> SFTData:
-    """The config's `sft.data` as samples, rendered with `model`'s tokenizer and the rollout's template settings."""
+    """The config's `sft.data` as samples, rendered with `model`'s tokenizer and the rollout's template
+    settings. The records are read and checked first: a bad file fails before the tokenizer loads."""
     from aworld_train.errors import DatasetError
     from aworld_train.models import check_model, load_tokenizer, stop_token_ids
     from aworld_train.rollout.chat import ChatRenderer
 
+    sft = cfg.sft
+    records = read_sft_records(sft.data, sft.format, sft.system)
     check_model(cfg.model)
     tokenizer = load_tokenizer(cfg.model)
     stops = stop_token_ids(tokenizer)
@@ -28,17 +31,7 @@ def build_samples(cfg: TrainConfig) -> SFTData:
     renderer = ChatRenderer(
         tokenizer, tool_block=cfg.rollout.tool_block, template_kwargs=cfg.rollout.chat_template_kwargs
     )
-    sft = cfg.sft
-    data = load_sft_data(
-        sft.data,
-        renderer,
-        stop_id,
-        declared=sft.format,
-        only_correct=sft.only_correct,
-        min_reward=sft.min_reward,
-        system=sft.system,
-        max_length=sft.max_length,
-    )
+    data = sft_samples(records, renderer, stop_id, sft.only_correct, sft.min_reward, sft.max_length)
     vocab = len(tokenizer)
     if any(i >= vocab for s in data.samples for i in s.ids):
         raise DatasetError(
@@ -55,7 +48,7 @@ def run_sft(
     log=print,
 ) -> dict[str, Any]:
     """Train (or render) and, with `sft.eval_after`, evaluate the result on `data.test`."""
-    from aworld_train.errors import DatasetError
+    from aworld_train.errors import DatasetError, EngineFailed
 
     cfg = load_config(config, overrides)
     sft = cfg.sft
@@ -80,7 +73,12 @@ def run_sft(
         }
         if render_only:
             return result
-        subprocess.run(rendered.command, check=True)
+        returncode = subprocess.run(rendered.command).returncode
+        if returncode != 0:
+            raise EngineFailed(
+                f"verl's SFT trainer exited with status {returncode}: the run failed (its output is above; "
+                f"run folder {rendered.folder})"
+            )
         return result
     if render_only:
         return {

@@ -56,14 +56,20 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """A JSON list (or {"data": [...]}), JSONL, or parquet file as a list of records."""
     path = Path(path)
     if not path.is_file():
-        raise DatasetError(f"sft.data: {str(path)!r} does not exist")
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise DatasetError(f"sft.data: {str(path)!r} {what}: list trajectory files (JSON, JSONL or parquet)")
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
     text = path.read_text()
     if path.suffix == ".json":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"sft.data: {path} is not JSON ({exc}): save it as a JSON list of records"
+            ) from None
         data = data.get("data", data) if isinstance(data, dict) else data
         if not isinstance(data, list):
             raise DatasetError(f"sft.data: {path} must hold a JSON list of records")
@@ -74,11 +80,13 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"sft.data: {path} line {number} is not JSON: {exc}") from None
+                raise DatasetError(
+                    f"sft.data: {path} line {number} is not JSON ({exc}): each line must be one JSON object"
+                ) from None
     return records
 
 
-def record_format(record: dict[str, Any], declared: str = "auto") -> str:
+def record_format(record: dict[str, Any], declared: str = "auto", where: str = "a record") -> str:
     if declared != "auto":
         return declared
     if "conversations" in record or ("messages" in record and "segments" not in record):
@@ -86,8 +94,9 @@ def record_format(record: dict[str, Any], declared: str = "auto") -> str:
     if "segments" in record:
         return "trajectory"
     raise DatasetError(
-        "sft.data: a record has neither `conversations` (AgentGym) nor `segments` (aworld-train "
-        f"trajectories); its keys: {sorted(record)[:12]}"
+        f"sft.data: {where} has neither `conversations` (AgentGym) nor `segments` (aworld-train "
+        f"trajectories); its keys: {sorted(record)[:12]}. List AgentGym trajectory files or the JSONL "
+        "`aworld-train eval` writes"
     )
 
 
@@ -162,6 +171,73 @@ def conversation_samples(
     return samples
 
 
+@dataclass(frozen=True)
+class SFTRecord:
+    record: dict[str, Any]
+    format: str  # "trajectory" | "agentgym"
+    messages: list[dict[str, Any]] | None = None  # an AgentGym record's conversation
+
+
+def read_sft_records(paths: list[str], declared: str = "auto", system: str | None = None) -> list[SFTRecord]:
+    """Every record of every file, its format told and its conversation read: all of `sft.data`'s
+    errors, before any tokenizer loads."""
+    if not paths:
+        raise DatasetError(
+            "sft.data is empty: list trajectory files (AgentGym JSON/JSONL with item_id and conversations, "
+            "or the JSONL `aworld-train eval` writes)"
+        )
+    out = []
+    for path in paths:
+        for number, record in enumerate(read_records(path), 1):
+            where = f"{path} record {number}"
+            if not isinstance(record, dict):
+                raise DatasetError(
+                    f"sft.data: {where} is a {type(record).__name__}: each record is a JSON object"
+                )
+            fmt = record_format(record, declared, where)
+            messages = conversation_messages(record, system) if fmt == "agentgym" else None
+            out.append(SFTRecord(record, fmt, messages))
+    return out
+
+
+def sft_samples(
+    records: list[SFTRecord],
+    renderer: ChatRenderer,
+    stop_id: int,
+    only_correct: bool = True,
+    min_reward: float = 0.999,
+    max_length: int | None = None,
+) -> SFTData:
+    """The records as samples, with counts of what was kept and left out."""
+    data = SFTData([])
+    counts = data.counts
+    for item in records:
+        record, fmt = item.record, item.format
+        counts["records"] += 1
+        reward = record.get("reward")
+        if fmt == "trajectory" and record.get("status") in FAILED_STATUSES:
+            counts["left_out_failed"] += 1
+            continue
+        if only_correct and (
+            (fmt == "trajectory" and (reward is None or reward < min_reward))
+            or (fmt == "agentgym" and reward is not None and reward < min_reward)
+        ):
+            counts["left_out_incorrect"] += 1
+            continue
+        if fmt == "trajectory":
+            samples = trajectory_samples(record)
+        else:
+            source = str(record.get("item_id", record.get("id", "")))
+            samples = conversation_samples(item.messages, renderer, stop_id, source)
+        for sample in samples:
+            if max_length is not None and len(sample) > max_length:
+                counts["left_out_too_long"] += 1
+                continue
+            data.samples.append(sample)
+        counts["kept"] += 1
+    return data
+
+
 def load_sft_data(
     paths: list[str],
     renderer: ChatRenderer,
@@ -173,38 +249,5 @@ def load_sft_data(
     max_length: int | None = None,
 ) -> SFTData:
     """Every record of every file as samples, with counts of what was kept and left out."""
-    if not paths:
-        raise DatasetError(
-            "sft.data is empty: list trajectory files (AgentGym JSON/JSONL with item_id and conversations, "
-            "or the JSONL `aworld-train eval` writes)"
-        )
-    data = SFTData([])
-    counts = data.counts
-    for path in paths:
-        for record in read_records(path):
-            counts["records"] += 1
-            fmt = record_format(record, declared)
-            reward = record.get("reward")
-            if fmt == "trajectory" and record.get("status") in FAILED_STATUSES:
-                counts["left_out_failed"] += 1
-                continue
-            if only_correct and (
-                (fmt == "trajectory" and (reward is None or reward < min_reward))
-                or (fmt == "agentgym" and reward is not None and reward < min_reward)
-            ):
-                counts["left_out_incorrect"] += 1
-                continue
-            if fmt == "trajectory":
-                samples = trajectory_samples(record)
-            else:
-                source = str(record.get("item_id", record.get("id", "")))
-                samples = conversation_samples(
-                    conversation_messages(record, system), renderer, stop_id, source
-                )
-            for sample in samples:
-                if max_length is not None and len(sample) > max_length:
-                    counts["left_out_too_long"] += 1
-                    continue
-                data.samples.append(sample)
-            counts["kept"] += 1
-    return data
+    records = read_sft_records(paths, declared, system)
+    return sft_samples(records, renderer, stop_id, only_correct, min_reward, max_length)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.config import TrainConfig
-from aworld_train.engines.native import put
+from aworld_train.engines.native import put, unknown_key_message
 from aworld_train.errors import ConfigError
 from aworld_train.sft.data import SFTSample
 
@@ -89,7 +89,7 @@ def compose(cfg: TrainConfig, folder: Path, model_path: str) -> Any:
         return OmegaConf.merge(merged, OmegaConf.create(cfg.sft.verl))
     except ConfigKeyError as exc:
         raise ConfigError(
-            f"sft.verl: {exc}".split("\n")[0] + " (not a key of verl's sft_trainer_engine config)"
+            unknown_key_message(base, exc, "sft.verl", "verl's sft_trainer_engine config")
         ) from None
 
 

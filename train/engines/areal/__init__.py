@@ -13,6 +13,11 @@ class ArealEngine:
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()  # an `areal:` section never brings its own data or reward
 
+    def validate(self, config) -> None:
+        from aworld_train.engines.areal.render import validate_native
+
+        validate_native(config.areal)
+
     def render(self, inputs: RunInputs) -> RenderedRun:
         from aworld_train.engines.areal.render import render
 

@@ -51,10 +51,22 @@ def check_keys(native: dict[str, Any], tree: dict[str, Any] | None = None, prefi
             close = difflib.get_close_matches(str(key), list(tree), n=1)
             hint = f"; did you mean {prefix}{close[0]}?" if close else ""
             raise ConfigError(
-                f"areal.{dotted} is not a key of AReaL's GRPOConfig (areal {fields['areal_version']}){hint}"
+                f"areal.{dotted} is not a key of AReaL's GRPOConfig (areal {fields['areal_version']}){hint}: "
+                "remove it or fix its spelling"
             )
         if isinstance(tree[key], dict) and isinstance(value, dict):
             check_keys(value, tree[key], f"{dotted}.")
+
+
+def validate_native(native: dict[str, Any]) -> None:
+    """The `areal:` section's keys are AReaL's, and it leaves group normalisation to us."""
+    check_keys(native)
+    if (native.get("actor") or {}).get("reward_norm") is not None:
+        raise ConfigError(
+            "areal.actor.reward_norm: aworld-train normalises rewards within each task's group in its "
+            "workflow, leaving failed episodes out (AReaL's normalisation would count them as reward 0); "
+            "remove it, and set algorithm.norm_adv_by_std for the std"
+        )
 
 
 def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
@@ -158,13 +170,7 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict
     from aworld_train.models import check_model
 
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
-    check_keys(native)
-    if (native.get("actor") or {}).get("reward_norm") is not None:
-        raise ConfigError(
-            "areal.actor.reward_norm: aworld-train normalises rewards within each task's group in its "
-            "workflow, leaving failed episodes out (AReaL's normalisation would count them as reward 0); "
-            "remove it, and set algorithm.norm_adv_by_std for the std"
-        )
+    validate_native(native)
     derived = derived_values(inputs, folder, model_path) + single_gpu_values(
         native, check_model(inputs.config.model)
     )

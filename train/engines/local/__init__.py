@@ -13,6 +13,9 @@ class LocalEngine:
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()
 
+    def validate(self, config) -> None:
+        return None  # the common config is all it reads, and the config loader checked that
+
     def render(self, inputs: RunInputs) -> None:
         return None  # the local backend writes its run folder as it trains
 

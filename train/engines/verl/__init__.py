@@ -15,6 +15,11 @@ class VerlEngine:
 
         return native_inputs(config)
 
+    def validate(self, config) -> None:
+        from aworld_train.engines.verl.render import validate_native
+
+        validate_native(config)
+
     def render(self, inputs: RunInputs) -> RenderedRun:
         from aworld_train.engines.verl.render import render
 

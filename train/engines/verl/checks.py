@@ -118,6 +118,7 @@ def package_checks(final: Any) -> list:
     for module, install in modules.items():
         ok = importlib.util.find_spec(module) is not None
         checks.append(Check(f"module {module}", ok, "" if ok else f"not installed: pip install {install}"))
+    checks.append(trl_beside_verl())
     attention = final.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2")
     ok = attention != "flash_attention_2" or importlib.util.find_spec("flash_attn") is not None
     checks.append(
@@ -131,6 +132,42 @@ def package_checks(final: Any) -> list:
         )
     )
     return checks
+
+
+def trl_beside_verl():
+    """verl 0.9.1's actor imports `AutoModelForCausalLMWithValueHead` from TRL whenever TRL can be
+    imported (verl/models/transformers/monkey_patch.py); TRL 1.x no longer has it, so with such a
+    TRL in the environment every actor fails at start. The same imports, tried here."""
+    import importlib.util
+    import warnings
+
+    from aworld_train.preflight import Check
+
+    name = "TRL beside verl"
+    if importlib.util.find_spec("trl") is None:
+        return Check(name, True, "TRL not installed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TRL warns on any import from trl.experimental
+        try:
+            from trl.experimental.ppo import AutoModelForCausalLMWithValueHead  # noqa: F401
+        except ImportError:
+            try:
+                from trl import AutoModelForCausalLMWithValueHead  # noqa: F401
+            except ImportError:
+                from importlib.metadata import PackageNotFoundError, version
+
+                try:
+                    found = f"TRL {version('trl')}"
+                except PackageNotFoundError:
+                    found = "the installed TRL"
+                return Check(
+                    name,
+                    False,
+                    f"{found} has no AutoModelForCausalLMWithValueHead, which verl 0.9.1's actor imports "
+                    "whenever TRL is installed, so its start would fail: `pip uninstall trl` in this "
+                    "environment (the benchmarks' peers live in their own: `make bench-env`)",
+                )
+    return Check(name, True, "TRL provides AutoModelForCausalLMWithValueHead")
 
 
 def preflight(inputs: RunInputs, run: RenderedRun | None = None) -> list:

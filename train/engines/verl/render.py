@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
-from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put
+from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put, unknown_key_message
 from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
 from aworld_train.errors import ConfigError
@@ -194,14 +194,27 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
     ]
 
 
-def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
-    """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
-    native = _without_reward_kwargs(json.loads(json.dumps(inputs.config.verl)))
-    legacy = native.pop("custom_reward_function", None)  # verl 0.9 reads reward.custom_reward_function
+def native_section(cfg: TrainConfig) -> dict[str, Any]:
+    """The user's native verl keys as verl reads them: less the reward's keyword arguments, and
+    the legacy top-level custom_reward_function under reward (where verl 0.9 reads it)."""
+    native = _without_reward_kwargs(json.loads(json.dumps(cfg.verl)))
+    legacy = native.pop("custom_reward_function", None)
     if isinstance(legacy, dict):
         for key, value in legacy.items():
             if get(native, f"reward.custom_reward_function.{key}") in BLANK:
                 put(native, f"reward.custom_reward_function.{key}", value)
+    return native
+
+
+def validate_native(cfg: TrainConfig) -> None:
+    """The `verl:` section alone, against verl's own config: its keys exist, and it keeps the V1
+    trainer. Nothing loads; the render checks the filled config again."""
+    require_v1(compose(native_section(cfg)))
+
+
+def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
+    """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
+    native = native_section(inputs.config)
     return fill(native, derived_values(inputs, folder, model_path), inputs, "verl", _same)
 
 
@@ -238,9 +251,7 @@ def compose(native: dict[str, Any]) -> Any:
     try:
         return OmegaConf.merge(base, OmegaConf.create(native))
     except ConfigKeyError as exc:
-        raise ConfigError(
-            f"verl config: {exc}".split("\n")[0] + " (not a key of verl's ppo_trainer config)"
-        ) from None
+        raise ConfigError(unknown_key_message(base, exc, "verl", "verl's ppo_trainer config")) from None
 
 
 def validate(final) -> None:
