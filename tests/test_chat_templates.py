@@ -497,14 +497,14 @@ def test_llama_delta_holds_no_date_header_or_tool_list(family_tokenizers):
 
 def test_mistral_system_prompt_stays_where_it_was_first_rendered(family_tokenizers):
     """Mistral's template moves the system prompt and the tool list to the last user turn;
-    the ledger never re-renders, so both stay in the first prompt and new user turns are
-    plain [INST] blocks."""
+    the ledger never re-renders, so the system prompt stays in the first prompt, and a new user
+    turn comes with the tool list before it, where the template puts it for the last user turn."""
     fam = next(f for f in FAMILIES if f.name == "mistral")
     tok = family_tokenizers[fam.name]
     s = run_script(fam, tok)
     text = tok.decode(s.ledger.segments[0].ids)
-    assert text.count("You are a calculator.") == 1 and text.count("[AVAILABLE_TOOLS]") == 1
-    assert "</s>[INST] And 1776 plus 4?[/INST]" in text
+    assert text.count("You are a calculator.") == 1 and text.count("[AVAILABLE_TOOLS]") == 2
+    assert "[/AVAILABLE_TOOLS][INST] And 1776 plus 4?[/INST]" in text
     assert '[TOOL_RESULTS] {"content": "1776"}[/TOOL_RESULTS][TOOL_RESULTS] {"content": "4"}' in text
 
 
