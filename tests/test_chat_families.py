@@ -274,6 +274,10 @@ def test_episode_on_real_template(tokenizers, case, scenario):
     # no stop id inside a sampled turn: the policy would have stopped there
     assert all(t not in d.stops for g in d.gens for t in g.token_ids[:-1])
     assert "STAND_IN" not in tok.decode(full)
+    # a sampled turn end is not followed by the template's own (GLM's role token, gpt-oss's <|end|>)
+    closers = {tok.convert_tokens_to_ids(c) for c in d.renderer.family.closers} | set(d.stops)
+    ends = [len(p) + len(g.token_ids) - 1 for p, g in zip(d.prompts, d.gens, strict=True)]
+    assert all(full[e + 1] not in closers for e in ends if e + 1 < len(full))
     row["round_trip"] = "exact" if not d.round_trip_diffs else f"normalised in {d.round_trip_diffs}"
     row["status"] = "ok"
 
@@ -306,6 +310,31 @@ def test_every_family_is_recognised(tokenizers):
     oss = tokenizers["openai-gpt-oss-120b"]
     oss_stops = {oss.decode([i]) for i in stop_token_ids(oss)}
     assert {"<|return|>", "<|call|>"} <= oss_stops and "<|end|>" not in oss_stops
+
+
+def test_a_dropped_tool_result_ends_the_episode_instead_of_training(tokenizers):
+    """Phi-3.5's template renders no tool message: the ledger refuses the delta."""
+    from aworld_train.rollout.chat import ToolResultsLost
+
+    case = next(c for c in CASES if c.name == "microsoft-Phi-3.5-mini-instruct")
+    tok = tokenizers.setdefault(case.name, case_tokenizer(case))
+    d = Drive(case, tok, {})
+    with pytest.raises(ToolResultsLost, match="not in the next prompt: the chat template drops tool results"):
+        d.turn(Turn(calls=["37 * 48"]), ["1776 (calculated)"])
+        d.ledger.prompt(d.messages, d.tools)
+
+
+def test_deepseek_is_shown_its_own_call_tokens(tokenizers):
+    """DeepSeek-V3.1's template ignores tools=: the tool block shows its call tokens, not hermes tags."""
+    case = next(c for c in CASES if c.name == "deepseek-ai-DeepSeek-V3.1")
+    tok = tokenizers.setdefault(case.name, case_tokenizer(case))
+    r = ChatRenderer(tok)
+    text = tok.decode(r.render_prompt([{"role": "user", "content": "q"}], TOOLS))
+    assert (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_name<｜tool▁sep｜>" in text
+        and "<tool_call>" not in text
+    )
+    assert '"expression"' in text
 
 
 def teardown_module(module) -> None:
