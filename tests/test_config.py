@@ -11,7 +11,7 @@ def test_defaults_match_the_design():
     cfg = load_config(None)
     assert cfg.backend == "local" and cfg.model == "embedded:smollm2-135m"
     assert cfg.algorithm.group_size == 4 and cfg.algorithm.clip_high == 0.28
-    assert cfg.rollout.tool_parser == "hermes" and cfg.data.batch_size == 8
+    assert cfg.rollout.tool_parser == "auto" and cfg.data.batch_size == 8
 
 
 def test_yaml_and_cli_overrides(tmp_path):

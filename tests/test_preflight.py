@@ -27,7 +27,8 @@ def check(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_a_runnable_config_passes(tmp_path):
     out = check(CALCULATOR, f"trainer.run_dir={tmp_path / 'run'}")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok   MCP server 'calculator'" in out.stdout and "2 of 2 checks passed" in out.stdout
+    assert "ok   MCP server 'calculator'" in out.stdout and "3 of 3 checks passed" in out.stdout
+    assert "ok   chat template: generic template; tool parser hermes (rollout.tool_parser)" in out.stdout
 
 
 def test_an_unreachable_server_fails_with_its_fix(tmp_path):

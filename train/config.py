@@ -69,7 +69,11 @@ class RolloutConfig(_Section):
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")
-    tool_parser: Literal["hermes", "hermes_lenient"] = "hermes"
+    tool_parser: str = Field(
+        "auto",
+        description="the tool-call format to parse: auto (the chat template's own), or a parser's name "
+        "(hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, harmony, granite)",
+    )
     tool_block: Literal["auto", "never"] = Field(
         "auto", description="add the tool list to the system turn when the chat template ignores tools="
     )
@@ -104,6 +108,15 @@ class RolloutConfig(_Section):
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
     )
+
+    @field_validator("tool_parser")
+    @classmethod
+    def _known_parser(cls, value: str) -> str:
+        from aworld_train.rollout.tool_parser import AUTO, parser_names
+
+        if value != AUTO and value not in parser_names():
+            raise ValueError(f"{value!r} is no tool parser; use auto or one of {', '.join(parser_names())}")
+        return value
 
 
 class DataConfig(_Section):

@@ -125,14 +125,73 @@ def load_tokenizer(model: str):
     return tokenizer
 
 
-def stop_token_ids(tokenizer) -> list[int]:
-    """Ids that end an assistant turn: eos plus the common end-of-turn markers the vocab has."""
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    for marker in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
-        tid = tokenizer.convert_tokens_to_ids(marker)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid >= 0:
+def stop_token_ids(tokenizer, chat_template: str | None = None) -> list[int]:
+    """Ids that end an assistant turn, never a token that occurs inside one.
+
+    The model folder's `generation_config.json` eos ids and the tokenizer's eos, the token the
+    chat template writes right after an assistant turn, and the other turn ends of the template's
+    family (GLM ends a turn with the next role token, gpt-oss with <|return|> or <|call|>); less
+    the family's in-turn tokens (<|end|> closes each gpt-oss reasoning message).
+    """
+    from aworld_train.rollout.families import GENERIC, detect_family
+
+    template = chat_template or getattr(tokenizer, "chat_template", None)
+    family = detect_family(template if isinstance(template, str) else None)
+    ids = set(generation_eos_ids(tokenizer))
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    markers = list(family.turn_ends)
+    written = _turn_end_written(tokenizer, chat_template)
+    if written is not None:
+        markers.append(written)
+    elif family is GENERIC:
+        markers.extend(GENERIC.turn_ends)
+    for marker in markers:
+        tid = _token_id(tokenizer, marker)
+        if tid is not None:
             ids.add(tid)
+    ids -= {_token_id(tokenizer, token) for token in family.in_turn}
     return sorted(ids)
+
+
+def _token_id(tokenizer, token: str) -> int | None:
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if isinstance(tid, int) and tid >= 0 and tid != tokenizer.unk_token_id:
+        return tid
+    return None
+
+
+def generation_eos_ids(tokenizer) -> list[int]:
+    """eos_token_id of the tokenizer's model folder's generation_config.json (none: [])."""
+    folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
+    path = folder / "generation_config.json"
+    if not path.is_file():
+        return []
+    eos = json.loads(path.read_text()).get("eos_token_id")
+    if eos is None:
+        return []
+    return [int(i) for i in (eos if isinstance(eos, list) else [eos])]
+
+
+def _turn_end_written(tokenizer, chat_template: str | None) -> str | None:
+    """The special token the template writes right after an assistant turn's content, if any."""
+    messages = [
+        {"role": "user", "content": "zz_user"},
+        {"role": "assistant", "content": "zz_reply"},
+        {"role": "user", "content": "zz_next"},
+    ]
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, chat_template=chat_template)
+    except Exception:
+        return None
+    if text.count("zz_reply") != 1:
+        return None
+    tail = text.split("zz_reply", 1)[1].lstrip()
+    ids = tokenizer.encode(tail, add_special_tokens=False)[:1]
+    special = set(tokenizer.all_special_ids) | {
+        i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special
+    }
+    return tokenizer.convert_ids_to_tokens(ids[0]) if ids and ids[0] in special else None
 
 
 DTYPE_VARIABLE = "AWORLD_TRAIN_DTYPE"  # bfloat16 | float32 | auto (the default)

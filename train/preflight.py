@@ -89,9 +89,32 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
     return checks
 
 
+def chat_template(inputs: RunInputs) -> Check:
+    """The model's template family, tool-call parser and stop ids; a template that drops tool
+    results fails."""
+    from aworld_train.errors import AworldTrainError
+    from aworld_train.models import load_tokenizer
+    from aworld_train.rollout.template_check import template_report
+
+    name = "chat template"
+    try:
+        report = template_report(load_tokenizer(inputs.config.model), inputs.config.rollout)
+    except (AworldTrainError, OSError, ValueError) as exc:
+        return Check(name, False, f"model {inputs.config.model!r}: {exc}")
+    if report.problem:
+        return Check(
+            name, False, f"{report.line()}: {report.problem}; use a model whose template renders tool results"
+        )
+    return Check(name, True, report.line())
+
+
 def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> list[Check]:
     """Every check; given `run` (the render about to launch), its env servers are running already."""
-    checks = [run_folder_writable(inputs.run_dir), *mcp_servers_answer(inputs, start_servers=run is None)]
+    checks = [
+        run_folder_writable(inputs.run_dir),
+        chat_template(inputs),
+        *mcp_servers_answer(inputs, start_servers=run is None),
+    ]
     engine_checks = getattr(engine, "checks", None)
     if engine_checks is not None:
         checks.extend(engine_checks(inputs, run))

@@ -1,12 +1,14 @@
 """Chat-template rendering for the ledger: whole prompts, and the template text that
 follows an assistant turn (the "delta") without re-rendering what came before.
 
-The delta is rendered after a fixed stand-in conversation and cut right after the
-stand-in assistant's content, so it never depends on how the template renders
-earlier turns (Qwen3 strips old `<think>` blocks and adds an empty one to the last
-assistant turn, Llama 3 puts a date and the tools into early turns, Mistral moves the
-system prompt to the last user turn). The ids already in the ledger, including every
-token the policy sampled, are never re-tokenised.
+The delta is rendered after a stand-in of the conversation (its messages with stand-in
+text, the tool calls kept) and cut right after the last assistant turn, so it never
+depends on how the template renders earlier turns (Qwen3 strips old `<think>` blocks and
+adds an empty one to the last assistant turn, Llama 3 puts a date and the tools into early
+turns, Mistral moves the system prompt to the last user turn), while templates that number
+tool calls across the conversation (Kimi-K2) or name a tool result after its call (gpt-oss)
+still see them. The ids already in the ledger, including every token the policy sampled,
+are never re-tokenised.
 """
 
 from __future__ import annotations
@@ -14,16 +16,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aworld_train.rollout.families import detect_family
+from aworld_train.rollout.tool_parser import ParsedCall, get_parser
+
 Message = dict[str, Any]
 
 _MARK = "ASSISTANT_STAND_IN"
-_SYSTEM = {"role": "system", "content": "SYSTEM_STAND_IN"}
-_USER = {"role": "user", "content": "USER_STAND_IN"}
-_ASSISTANT = {"role": "assistant", "content": _MARK}
-# Tried in order. Without a system message for templates that copy it into later turns
-# (Mistral puts it into the last user turn): a delta must hold nothing of the stand-in.
-_STAND_INS = ([_SYSTEM, _USER, _ASSISTANT], [_USER, _ASSISTANT])
-_STAND_IN_TEXT = ("SYSTEM_STAND_IN", "USER_STAND_IN")
+_STAND_IN = {
+    "system": "SYSTEM_STAND_IN",
+    "user": "USER_STAND_IN",
+    "assistant": "EARLIER_REPLY",
+    "tool": "RESULT_STAND_IN",
+}
+_STAND_IN_TEXT = tuple(_STAND_IN.values())
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},
+}
+_PROBE_RESULT = "ZZ_PROBE_RESULT"
 
 
 def content_text(content: Any) -> str:
@@ -69,8 +79,11 @@ def _example_value(schema: dict[str, Any]) -> Any:
     return "..."
 
 
-def tool_block(tools: list[dict[str, Any]]) -> str:
-    """The hermes-style tool section we add to the system turn for templates that ignore `tools=`."""
+def tool_block(tools: list[dict[str, Any]], style: str = "hermes") -> str:
+    """The tool section we add to the system turn for templates that ignore `tools=`: hermes
+    tags, or the family's own call tokens where it has them (DeepSeek)."""
+    if style == "deepseek":
+        return deepseek_tool_block(tools)
     specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
     first = tools[0].get("function", tools[0])
     params = first.get("parameters", {}) or {}
@@ -88,12 +101,39 @@ def tool_block(tools: list[dict[str, Any]]) -> str:
     )
 
 
-class ChatRenderer:
-    """Renders messages to ids with a tokenizer's chat template.
+def deepseek_tool_block(tools: list[dict[str, Any]]) -> str:
+    """DeepSeek-V3.1's template ignores `tools=`; its model calls tools with its own tokens."""
+    from aworld_train.rollout.parsers.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
 
-    When the template ignores `tools=`, the tool block goes into the system turn,
-    assistant tool calls are written as hermes `<tool_call>` text, and tool results
-    are wrapped in `<tool_response>` tags.
+    specs = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        specs.append(
+            f"### {fn.get('name')}\nDescription: {fn.get('description', '')}\n"
+            f"Parameters: {json.dumps(fn.get('parameters') or {}, ensure_ascii=False)}"
+        )
+    return (
+        "\n\n## Tools\nYou can call these tools:\n\n"
+        + "\n\n".join(specs)
+        + "\n\nTo call tools, reply exactly in this form, one call after another, nothing between them:\n"
+        f"{CALLS_BEGIN}{CALL_BEGIN}tool_name{SEP}{{JSON arguments}}{CALL_END}{CALLS_END}\n"
+        "When you know the answer, reply in plain text without a tool call."
+    )
+
+
+class ToolResultsLost(ValueError):
+    """A tool result did not reach the next prompt: the template dropped it."""
+
+
+class ChatRenderer:
+    """Renders messages to ids with a tokenizer's chat template, fitted to its family.
+
+    Probed once by rendering: a template that ignores `tools=` gets our tool block in the system
+    turn (`tool_block: auto`); one that does not write assistant tool calls gets them as the
+    family's call text; with the hermes tool block, tool results are wrapped in
+    `<tool_response>` tags; a template without a system role gets the system prompt at the start
+    of the first user turn. `tool_results_problem` says why a template cannot carry tool
+    results (it drops or refuses them), or is None.
     """
 
     def __init__(
@@ -109,9 +149,32 @@ class ChatRenderer:
         self.chat_template = chat_template
         # extra template variables, e.g. {"enable_thinking": False} for Qwen3
         self.template_kwargs = dict(template_kwargs or {})
+        self.family = detect_family(self.template_text)
+        # what the probes below assume while they run
+        self.system_role, self.renders_calls, self.add_tool_block, self.wrap_results = (
+            True,
+            True,
+            False,
+            False,
+        )
+        self.system_role = self._probe_system_role()
         self.supports_tools = self._detect_tool_support()
+        self.renders_calls = self._probe_renders_calls()
         # 'never': the agent's own prompt (e.g. few-shot turns) shows the tools instead
         self.add_tool_block = tool_block == "auto" and not self.supports_tools
+        # our hermes tool block tells the model results come in <tool_response> tags
+        self.wrap_results = not self.supports_tools and self.family.tool_prompt == "hermes"
+        self.tool_results_problem = self._probe_tool_results()
+
+    @property
+    def template_text(self) -> str:
+        template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
+        return template if isinstance(template, str) else ""
+
+    @property
+    def parser(self) -> str:
+        """The tool-call parser of the template's family (`rollout.tool_parser: auto`)."""
+        return self.family.parser
 
     # -- template probing -------------------------------------------------
     def _apply(self, messages: list[Message], tools=None, add_generation_prompt=False) -> str:
@@ -124,18 +187,64 @@ class ChatRenderer:
             **self.template_kwargs,
         )
 
-    def _detect_tool_support(self) -> bool:
-        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
-        tool = {
-            "type": "function",
-            "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},
-        }
+    def _probe_system_role(self) -> bool:
         try:
-            return "zz_probe_tool" in self._apply(probe, tools=[tool])
+            text = self._apply(
+                [{"role": "system", "content": "zz_probe_system"}, {"role": "user", "content": "hi"}]
+            )
+        except Exception:
+            return False
+        return "zz_probe_system" in text
+
+    def _detect_tool_support(self) -> bool:
+        probe = self._prepare([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
+        try:
+            return "zz_probe_tool" in self._apply(probe, tools=[_PROBE_TOOL])
         except Exception:
             return False
 
+    def _probe_call(self) -> Message:
+        call_id = self.family.call_id(ParsedCall("zz_probe_call", {}), 0, 0, set())
+        call = {"id": call_id, "type": "function", "function": {"name": "zz_probe_call", "arguments": "{}"}}
+        return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+    def _probe_renders_calls(self) -> bool:
+        probe = self._prepare([{"role": "user", "content": "hi"}, self._probe_call()])
+        try:
+            return "zz_probe_call" in self._apply(probe, tools=[_PROBE_TOOL] if self.supports_tools else None)
+        except Exception:
+            return False
+
+    def _probe_tool_results(self) -> str | None:
+        call = self._probe_call()
+        result = {
+            "role": "tool",
+            "content": _PROBE_RESULT,
+            "tool_call_id": call["tool_calls"][0]["id"],
+            "name": "zz_probe_call",
+        }
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, call, result]
+        try:
+            text = self._apply(
+                self._prepare(messages),
+                tools=[_PROBE_TOOL] if self.supports_tools else None,
+                add_generation_prompt=True,
+            )
+        except Exception as exc:
+            return f"the chat template fails on a tool result ({type(exc).__name__}: {exc})"
+        if _PROBE_RESULT not in text:
+            return "the chat template drops tool results (it renders no 'tool' message)"
+        return None
+
     # -- message preparation ----------------------------------------------
+    def call_text(self, calls: list[dict[str, Any]]) -> str:
+        """Assistant tool calls as the family writes them, for templates that do not render them."""
+        parsed = [
+            ParsedCall(c["function"]["name"], _dict_arguments(c["function"].get("arguments")), c.get("id"))
+            for c in calls
+        ]
+        return get_parser(self.family.parser).format("", parsed)
+
     def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
         out: list[Message] = []
         for msg in messages:
@@ -143,27 +252,32 @@ class ChatRenderer:
             item: Message = {"role": role, "content": content_text(msg.get("content"))}
             if role == "assistant" and msg.get("tool_calls"):
                 calls = msg["tool_calls"]
-                if self.supports_tools:
+                if self.renders_calls:
                     item["tool_calls"] = [_with_dict_arguments(c) for c in calls]
                 else:
-                    text = "\n".join(
-                        tool_call_text(c["function"]["name"], c["function"].get("arguments")) for c in calls
-                    )
+                    text = self.call_text(calls)
                     item["content"] = (item["content"] + "\n" if item["content"] else "") + text
             if role == "tool":
                 if msg.get("tool_call_id"):
                     item["tool_call_id"] = msg["tool_call_id"]
                 if msg.get("name"):
                     item["name"] = msg["name"]
-                if not self.supports_tools:
+                if self.wrap_results:
                     item["content"] = f"<tool_response>\n{item['content']}\n</tool_response>"
             out.append(item)
         if tools and self.add_tool_block:
-            block = tool_block(tools)
+            block = tool_block(tools, self.family.tool_prompt)
             if out and out[0]["role"] == "system":
                 out[0] = {**out[0], "content": out[0]["content"] + block}
             else:
                 out.insert(0, {"role": "system", "content": block.lstrip()})
+        if not self.system_role and out and out[0]["role"] == "system":
+            # no system role in the template (Gemma-2): the system prompt opens the first user turn
+            system = out.pop(0)["content"]
+            if out and out[0]["role"] == "user":
+                out[0] = {**out[0], "content": system + "\n\n" + out[0]["content"]}
+            else:
+                out.insert(0, {"role": "user", "content": system})
         return out
 
     # -- rendering ----------------------------------------------------------
@@ -184,40 +298,78 @@ class ChatRenderer:
         text = self._apply(prepared, tools=tools if self.supports_tools else None, add_generation_prompt=True)
         return self.encode(text)
 
-    def render_delta(self, new_messages: list[Message], ended_with_stop: bool, stop_text: str) -> list[int]:
-        """Ids that follow a sampled assistant turn: the rest of its closing text, the
-        new messages, and the generation prompt."""
-        text = self.delta_text(new_messages)
-        if ended_with_stop and stop_text and text.startswith(stop_text):
-            # the sampled stop token already closed the turn (<|im_end|>, <|eot_id|>, </s>),
-            # or already opened the next one (GLM's <|observation|>): it is not written twice
-            text = text[len(stop_text) :]
+    def render_delta(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: list[dict] | None = None,
+        stop_text: str = "",
+    ) -> list[int]:
+        """Ids that follow a sampled assistant turn (the last of `history`): the rest of its
+        closing text, the new messages, and the generation prompt. `stop_text`: the token the
+        policy ended the turn with, if it did (it is not written twice)."""
+        text = self.delta_text(history, new_messages, tools, stop_text)
+        for message in new_messages:
+            if message.get("role") == "tool" and not _shows(text, content_text(message.get("content"))):
+                raise ToolResultsLost(
+                    f"the tool result for call {message.get('tool_call_id')!r} is not in the next prompt: "
+                    f"{self.tool_results_problem or 'the chat template dropped it'}"
+                )
         return self.encode(text)
 
-    def delta_text(self, new_messages: list[Message]) -> str:
-        """The template's text from the end of an assistant turn's content to the next
+    def delta_text(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: list[dict] | None = None,
+        stop_text: str = "",
+    ) -> str:
+        """The template's text from the end of the last assistant turn of `history` to the next
         generation prompt, with `new_messages` in between.
 
-        Rendered after a stand-in conversation and cut right after the stand-in
-        assistant's content: whatever the template does to earlier turns (strip or add
-        think blocks, a date, the tools) happens before the cut and is not in the delta.
+        Rendered after a stand-in of `history` and cut right after its last assistant turn:
+        whatever the template does to earlier turns (strip or add think blocks, a date, the
+        tools) happens before the cut and is not in the delta. Where the turn ended with a stop
+        token, the stand-in keeps the turn's tool calls and the cut is after that token (a
+        template may render a tool result only after its call); otherwise the cut is after the
+        turn's content and the delta starts with the template's closing text.
         """
-        prepared = self._prepare(new_messages)
+        tools = tools if self.supports_tools else None
+        calls = bool(history and history[-1].get("tool_calls"))
+        systems = (True, False) if any(m.get("role") == "system" for m in history) else (False,)
         reasons = []
-        for stand_in in _STAND_INS:
-            try:
-                text = self._apply(self._prepare(stand_in) + prepared, add_generation_prompt=True)
-            except Exception as exc:  # a template may refuse one stand-in (e.g. no system message)
-                reasons.append(f"{type(exc).__name__}: {exc}")
-                continue
-            if text.count(_MARK) != 1:
-                reasons.append("the stand-in assistant content is not rendered exactly once")
-                continue
-            tail = text[text.index(_MARK) + len(_MARK) :]
-            if any(word in tail for word in _STAND_IN_TEXT):
-                reasons.append("the template repeats earlier turns after the assistant turn")
-                continue
-            return tail
+        for keep_system in systems:
+            for with_calls in (True, False) if calls and stop_text else (False,):
+                stand_in = _stand_in(history, keep_system, with_calls)
+                try:
+                    text = self._apply(
+                        self._prepare(stand_in + new_messages), tools=tools, add_generation_prompt=True
+                    )
+                except Exception as exc:  # a template may refuse one stand-in (e.g. a call-less result)
+                    reasons.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                if text.count(_MARK) != 1:
+                    reasons.append("the stand-in assistant content is not rendered exactly once")
+                    continue
+                tail = text[text.index(_MARK) + len(_MARK) :]
+                if with_calls:
+                    at = tail.find(stop_text)
+                    if at < 0:
+                        reasons.append(f"the template does not end the turn with {stop_text!r}")
+                        continue
+                    tail = tail[at + len(stop_text) :]
+                elif stop_text:
+                    # the sampled stop token closed the turn (<|im_end|>, <|eot_id|>, </s>), opened
+                    # the next one (GLM's <|observation|>) or stands for the template's closer
+                    # (gpt-oss's <|return|> for <|end|>): it is not written twice
+                    for closer in (stop_text, *self.family.closers):
+                        if tail.startswith(closer):
+                            tail = tail[len(closer) :]
+                            break
+                if any(word in tail for word in _STAND_IN_TEXT):
+                    reasons.append("the template repeats earlier turns after the assistant turn")
+                    continue
+                return tail
         raise ValueError(
             "cannot render new messages after an assistant turn with this chat template "
             f"({'; '.join(reasons)}); set rollout.chat_template_kwargs or use a template that "
@@ -225,12 +377,40 @@ class ChatRenderer:
         )
 
 
-def _with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:
-    fn = dict(call.get("function", {}))
-    args = fn.get("arguments")
+def _stand_in(history: list[Message], keep_system: bool, with_calls: bool) -> list[Message]:
+    """`history` with stand-in text; the last (assistant) turn's content is the cut mark."""
+    out: list[Message] = []
+    for i, message in enumerate(history):
+        role = message.get("role")
+        last = i == len(history) - 1
+        if role == "system" and not keep_system:
+            continue
+        item: Message = {"role": role, "content": _MARK if last else _STAND_IN.get(role, "STAND_IN")}
+        if message.get("tool_calls") and (with_calls or not last):
+            item["tool_calls"] = message["tool_calls"]
+        for key in ("tool_call_id", "name"):
+            if message.get(key):
+                item[key] = message[key]
+        out.append(item)
+    return out
+
+
+def _shows(text: str, content: str) -> bool:
+    """Does the rendered text hold a tool result (as written, or JSON-escaped by the template)?"""
+    content = content.strip()
+    return not content or content in text or json.dumps(content, ensure_ascii=False)[1:-1] in text
+
+
+def _dict_arguments(args: Any) -> Any:
     if isinstance(args, str):
         try:
-            fn["arguments"] = json.loads(args)
+            return json.loads(args)
         except json.JSONDecodeError:
-            pass
+            return args
+    return args
+
+
+def _with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    fn = dict(call.get("function", {}))
+    fn["arguments"] = _dict_arguments(fn.get("arguments"))
     return {"type": "function", "id": call.get("id"), "function": fn}

@@ -27,11 +27,10 @@ from aworld_train.errors import RewardError
 from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.chat import ChatRenderer, content_text
-from aworld_train.rollout.codec import DECODE_KWARGS
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.policy import PolicyClient, SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
-from aworld_train.rollout.tool_parser import parse_tool_calls
+from aworld_train.rollout.tool_parser import AUTO, get_parser
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
@@ -47,6 +46,11 @@ class RolloutRuntime:
     rollout: RolloutConfig
     # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
     pool: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def tool_parser(self) -> str:
+        """`rollout.tool_parser`, with `auto` resolved to the chat template family's parser."""
+        return self.renderer.parser if self.rollout.tool_parser == AUTO else self.rollout.tool_parser
 
     def close(self) -> None:
         """End the worker processes, if any; a later batch starts new ones."""
@@ -220,16 +224,22 @@ class Episode:
         finally:
             del self._policy_calls[call]
             self._policy_s += time.perf_counter() - since
-        text = self.runtime.renderer.tokenizer.decode(gen.token_ids, **DECODE_KWARGS)
-        parsed = parse_tool_calls(text, self.cfg.tool_parser)
+        renderer = self.runtime.renderer
+        text = sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids)
+        parsed = get_parser(self.runtime.tool_parser).parse(text, tools)
         turn = self.traj.num_turns
         self.traj.num_turns += 1
         self.traj.finish_reasons.append(gen.finish_reason)
-        calls = [
-            ToolCall(id=f"call_{turn}_{i}", function=Function(name=c.name, arguments=json.dumps(c.arguments)))
-            for i, c in enumerate(parsed.calls)
-        ]
-        assistant: dict[str, Any] = {"role": "assistant", "content": parsed.content if calls else text}
+        used = set(self._calls_by_id)
+        calls = []
+        for i, c in enumerate(parsed.calls):
+            call_id = renderer.family.call_id(c, turn, i, used)
+            used.add(call_id)
+            calls.append(
+                ToolCall(id=call_id, function=Function(name=c.name, arguments=json.dumps(c.arguments)))
+            )
+        content = visible_text(renderer.tokenizer, parsed.content)
+        assistant: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             assistant["tool_calls"] = [c.to_dict() for c in calls]
         self.ledger.record(gen, assistant)
@@ -246,7 +256,7 @@ class Episode:
         if calls:
             self._arm_watchdog()
         else:
-            self.traj.final_answer = text.strip()
+            self.traj.final_answer = content
         return ModelResponse(
             id=f"{self.id}-{turn}",
             model="aworld-train-policy",
@@ -394,6 +404,22 @@ def score(traj: Trajectory, task: Task, reward: RewardFunction | None) -> None:
             "reward_error",
             f"reward function {reward.reference} raised {type(exc).__name__}: {exc}",
         )
+
+
+def sampled_text(tokenizer, gen, stop_token_ids) -> str:
+    """The text of a generation for the tool-call parser: special tokens kept (they frame the
+    calls of GLM, Kimi-K2, DeepSeek, gpt-oss), the stop token that ended the turn left out."""
+    ids = list(gen.token_ids)
+    if gen.finish_reason == "stop" and ids and ids[-1] in stop_token_ids:
+        ids = ids[:-1]
+    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def visible_text(tokenizer, text: str) -> str:
+    """`text` without the tokenizer's special tokens: what the agent and the reward read."""
+    for token in sorted(tokenizer.all_special_tokens, key=len, reverse=True):
+        text = text.replace(token, "")
+    return text.strip()
 
 
 def _plain(message: dict[str, Any]) -> dict[str, Any]:

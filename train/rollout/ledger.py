@@ -103,14 +103,14 @@ class TokenLedger:
         if extends:
             last = self._last
             stop_text = ""
-            ended_with_stop = (
+            if (
                 last.finish_reason == "stop"
                 and bool(last.token_ids)
                 and last.token_ids[-1] in self.stop_token_ids
-            )
-            if ended_with_stop:
+            ):
                 stop_text = self.renderer.tokenizer.decode([last.token_ids[-1]])
-            delta = self.renderer.render_delta(messages[len(self._seen) :], ended_with_stop, stop_text)
+            history, new = messages[: len(self._seen)], messages[len(self._seen) :]
+            delta = self.renderer.render_delta(history, new, tools, stop_text)
             seg.response_ids.extend(delta)
             seg.response_mask.extend([0] * len(delta))
             seg.response_logprobs.extend([0.0] * len(delta))

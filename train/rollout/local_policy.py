@@ -15,6 +15,7 @@ prefilled. Whoever changes the weights holds `lock`; releasing it empties the ca
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ from transformers.cache_utils import DynamicLayer
 from aworld_train.models import release_freed_memory
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.prefix_cache import LayerKV, PrefixCache, shared_prefixes
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from aworld_train.config import TrainConfig
@@ -326,8 +329,12 @@ def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[Roll
     from aworld_train.models import load_model, load_tokenizer, stop_token_ids
     from aworld_train.rollout.chat import ChatRenderer
     from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.template_check import require_tool_results, template_report
 
     tokenizer = tokenizer or load_tokenizer(config.model)
+    report = template_report(tokenizer, config.rollout)
+    require_tool_results(report, config.model)
+    logger.info("chat template: %s", report.line())
     model = model or load_model(config.model)
     stops = stop_token_ids(tokenizer)
     policy = LocalPolicy(
