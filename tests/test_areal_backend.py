@@ -1,39 +1,26 @@
-"""backend: areal on CPU: translation of the common config and the precedence rules, the run
-folder, the launch, and our workflow driven the way AReaL drives it (a fake engine, the real
-calculator MCP server). Where AReaL is not installed, a stand-in with AReaL's names is used;
-its interface is checked against areal_fields.json, which is read from AReaL's source."""
+"""backend: areal, in our environment: translation of the common config and the precedence
+rules, the run folder and the launch. Our workflow driven by AReaL's own classes, AReaL's
+trainer on a CPU and AReaL's config loader run in AReaL's environment (tests/areal_env/,
+tests/test_areal_cpu_e2e.py, tests/test_areal_loader.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import importlib
-import importlib.util
-import inspect
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from backend_support import REWARD, ROWS, trainer_for
+
+from aworld_train import AgentTrainer
+from aworld_train.engines.areal.render import derived_values
+from aworld_train.errors import ConfigError
+from aworld_train.rollout.codec import TASK_FIELD, task_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
-if importlib.util.find_spec("areal") is None:
-    sys.path.insert(0, str(Path(__file__).with_name("areal_standin")))
-
-import torch  # noqa: E402
-import yaml  # noqa: E402
-from areal.api.cli_args import GenerationHyperparameters  # noqa: E402
-from areal.api.io_struct import ModelRequest, ModelResponse  # noqa: E402
-from areal.api.workflow_api import RolloutWorkflow  # noqa: E402
-from backend_support import REWARD, ROWS, calculator_reply, trainer_for  # noqa: E402
-
-from aworld_train import AgentTrainer  # noqa: E402
-from aworld_train.engines.areal.render import areal_fields, derived_values  # noqa: E402
-from aworld_train.errors import ConfigError  # noqa: E402
-from aworld_train.rollout.codec import TASK_FIELD, task_from_json  # noqa: E402
-
-BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
 
 
 def _render(trainer):
@@ -49,26 +36,6 @@ def get(tree, dotted):
 
 def workflow_kwargs(run) -> dict:
     return yaml.safe_load((run.folder / "workflow.yaml").read_text())["kwargs"]
-
-
-# -- the stand-in against AReaL's source ------------------------------------------------------
-
-
-def test_areal_names_match_its_source():
-    """The names the workflow uses (stand-in or real) are AReaL 1.0.4's, as read from its source."""
-    recorded = areal_fields()
-    assert recorded["areal_version"] == "1.0.4"
-    interface = recorded["interface"]
-    assert [f.name for f in dataclasses.fields(ModelRequest)] == interface["ModelRequest"]
-    assert [f.name for f in dataclasses.fields(ModelResponse)] == interface["ModelResponse"]
-    assert [f.name for f in dataclasses.fields(GenerationHyperparameters)] == list(
-        recorded["fields"]["gconfig"]
-    )
-    assert (
-        list(inspect.signature(RolloutWorkflow.arun_episode).parameters)
-        == interface["RolloutWorkflow.arun_episode"]
-    )
-    assert interface["InferenceEngine.agenerate"] == ["self", "req"]
 
 
 # -- translation ----------------------------------------------------------------------------------
@@ -257,189 +224,17 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
     ).is_file() and "aworld_train.engines.areal.main" in out.stderr
 
 
-# -- the workflow, the way AReaL runs it ----------------------------------------------------------
-
-
-class FakeEngine:
-    """AReaL's `InferenceEngine.agenerate(req) -> ModelResponse`, replying from a script keyed on the prompt.
-
-    The weight version rises by one per call, as if the trainer updated the weights between turns."""
-
-    def __init__(self, tokenizer, reply):
-        self.tokenizer = tokenizer
-        self.reply = reply
-        self.requests: list[ModelRequest] = []
-        self.outputs: list[list[int]] = []
-        self.version = 0
-
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
-        self.requests.append(req)
-        ids = self.tokenizer.encode(
-            self.reply(self.tokenizer.decode(req.input_ids)), add_special_tokens=False
-        )
-        ids = (ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")])[: req.gconfig.max_new_tokens]
-        self.outputs.append(ids)
-        self.version += 1
-        return ModelResponse(
-            input_tokens=list(req.input_ids),
-            output_tokens=ids,
-            output_logprobs=[-0.01 * (i + 1) for i in range(len(ids))],
-            output_versions=[self.version] * len(ids),
-            stop_reason="stop",
-        )
-
-
-@pytest.fixture
-def areal_run(tmp_path, calculator_server, monkeypatch):
-    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
-    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
-    return _render(trainer_for(tmp_path, config))
-
-
-def workflow_like_areal(run, **overrides):
-    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs
-    (main.py's: the run's, or with `overrides` as for evaluation)."""
-    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
-    module, _, name = spec["workflow"].rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
-    assert issubclass(cls, RolloutWorkflow)
-    gconfig = GenerationHyperparameters(**run.final["gconfig"])
-    return cls(**{**spec["kwargs"], **overrides}, gconfig=gconfig)
-
-
-ONE_RAW = {"group_size": 1, "group_baseline": False}  # evaluation's kwargs: one episode, raw reward
-
-
-def rows(run):
-    return [yaml.safe_load(line) for line in (run.folder / "train.jsonl").read_text().splitlines()]
-
-
-def check_layout(batch):
-    """The tensor-dict format AReaL's executor accepts and its PPO actor reads."""
-    assert BATCH_KEYS <= set(batch)
-    batch_size, length = batch["input_ids"].shape
-    for key in BATCH_KEYS - {"rewards"}:
-        assert batch[key].shape == (batch_size, length), key
-    assert batch["rewards"].shape == (batch_size,)
-    assert batch["input_ids"].dtype == batch["loss_mask"].dtype == batch["versions"].dtype == torch.int32
-    assert batch["logprobs"].dtype == batch["rewards"].dtype == torch.float32
-    assert batch["attention_mask"].dtype == torch.bool
-
-
-def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, tokenizer):
-    workflow = workflow_like_areal(areal_run, **ONE_RAW)
-    engine = FakeEngine(tokenizer, calculator_reply)
-    batch = asyncio.run(workflow.arun_episode(engine, rows(areal_run)[1]))  # "What is 2 * 3?"
-    check_layout(batch)
-    assert batch["input_ids"].shape[0] == 1 and batch["rewards"].tolist() == [1.0]
-    ids, mask = batch["input_ids"][0].tolist(), batch["loss_mask"][0].tolist()
-    logprobs, versions = batch["logprobs"][0].tolist(), batch["versions"][0].tolist()
-    assert len(engine.requests) == 2 and len({r.rid for r in engine.requests}) == 1  # sticky id
-    assert all(r.gconfig.n_samples == 1 and r.gconfig.max_new_tokens == 64 for r in engine.requests)
-    # every prompt sent is a prefix of the trained sequence; the first one carries no loss
-    for request in engine.requests:
-        assert ids[: len(request.input_ids)] == request.input_ids
-    first = len(engine.requests[0].input_ids)
-    assert set(mask[:first]) == {0} and set(versions[:first]) == {-1}
-    # per turn: the mask-1 tokens are exactly what the engine sampled, with its logprobs and version
-    for turn, (request, out) in enumerate(zip(engine.requests, engine.outputs, strict=True), start=1):
-        start = len(request.input_ids)
-        span = slice(start, start + len(out))
-        assert ids[span] == out and set(mask[span]) == {1} and set(versions[span]) == {turn}
-        assert logprobs[span] == pytest.approx([-0.01 * (i + 1) for i in range(len(out))])
-    # the tool result between the turns is template delta: no loss, no version
-    delta = slice(first + len(engine.outputs[0]), len(engine.requests[1].input_ids))
-    assert set(mask[delta]) == {0} and set(versions[delta]) == {-1}
-    assert "<tool_response>\n6\n</tool_response>" in tokenizer.decode(ids[delta])
-    assert sum(mask) == sum(len(o) for o in engine.outputs)
-
-
-def test_a_task_runs_its_group_and_gets_group_normalised_rewards(areal_run, tokenizer):
-    """AReaL asks once per task; the workflow runs the group and returns one padded batch whose
-    rewards are GRPO's advantages (AReaL's own normalisation is off)."""
-    from aworld_train.rollout.codec import group_advantages
-
-    workflow = workflow_like_areal(areal_run)
-    replies = iter(["The answer is 9."] * 2 + [None] * 10)
-
-    def reply(prompt):  # two samples answer at once (wrong), the rest use the tool (right)
-        text = next(replies)
-        return text if text else calculator_reply(prompt)
-
-    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
-    check_layout(batch)
-    assert batch["input_ids"].shape[0] == workflow.group_size == 4
-    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1, 1], [0] * 4)))
-    lengths = batch["attention_mask"].sum(1).tolist()
-    assert all(set(m[:n].tolist()) == {1} for m, n in zip(batch["attention_mask"], lengths, strict=True))
-
-
-def test_a_failed_episode_is_outside_its_groups_baseline(areal_run, tokenizer):
-    """One episode of the group loses its server: no row for it, and the others' rewards are the
-    advantages of the group without it; every episode's raw reward and status reach AReaL's stats."""
-    from areal.utils import stats_tracker
-
-    from aworld_train.rollout.codec import group_advantages
-
-    calls = iter(range(100))
-
-    def reply(prompt):  # the first call fails; two answer wrong at once; one uses the tool
-        n = next(calls)
-        if n == 0:
-            raise RuntimeError("server lost")
-        return "The answer is 9." if n in (1, 2) else calculator_reply(prompt)
-
-    tracker = stats_tracker.get("rollout")
-    before = {key: len(values) for key, values in tracker.stats.items()}
-    workflow = workflow_like_areal(areal_run)
-    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
-    check_layout(batch)
-    assert batch["input_ids"].shape[0] == 3
-    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1], [0] * 3)))
-    assert all(batch["loss_mask"].sum(1) > 0)
-    rewards = tracker.stats["reward"][before.get("reward", 0) :]
-    assert sorted(rewards) == [0.0, 0.0, 0.0, 1.0]
-    assert tracker.stats["status/error"][before.get("status/error", 0) :] == [0.25]
-
-
-def test_failed_episode_carries_no_loss(areal_run, tokenizer):
-    def server_lost(_):
-        raise RuntimeError("server lost")
-
-    # training: a group where every episode failed gives AReaL nothing to train on
-    workflow = workflow_like_areal(areal_run)
-    assert asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0])) is None
-    # evaluation keeps the row, with no loss and reward 0
-    workflow = workflow_like_areal(areal_run, **ONE_RAW)
-    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0]))
-    check_layout(batch)
-    assert set(batch["loss_mask"][0].tolist()) == {0} and batch["rewards"].tolist() == [0.0]
-
-
-def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
-    from aworld_train.engines.areal.workflow import ArealEnginePolicy
-    from aworld_train.rollout.policy import SamplingParams
-
-    class NoVersions(FakeEngine):
-        async def agenerate(self, req):
-            response = await super().agenerate(req)
-            response.output_versions = []
-            return response
-
-    policy = ArealEnginePolicy(NoVersions(tokenizer, lambda _: "hi"), GenerationHyperparameters())
-    with pytest.raises(RuntimeError, match="one of each per sampled token"):
-        asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
-
-
 # -- launch -------------------------------------------------------------------------------------------
 
 
 def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, capsys):
     """`train()` starts AReaL's entry point in a subprocess and streams its output into areal.log;
     an exit status other than 0 is an error naming the log. (The command itself is replaced.)"""
+    from aworld_train import preflight
     from aworld_train.engines.areal import render as areal_render
     from aworld_train.errors import EngineFailed
 
+    monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)  # no AReaL here
     monkeypatch.setattr(
         areal_render,
         "command",
@@ -479,7 +274,12 @@ def test_every_worker_gets_a_gpu_and_sglang_serves_the_actors_model(tmp_path):
     """AReaL's scheduler gives a worker CUDA_VISIBLE_DEVICES="" for its default spec (gpu: 0), a spec
     written in YAML needs its cmd, and SGLang's model_path is empty unless set."""
     final = _render(trainer_for(tmp_path, {"backend": "areal"})).final
-    assert final["actor"]["scheduling_spec"] == [{"gpu": 1, "cmd": "python -m areal.infra.rpc.rpc_server"}]
+    model = final["actor"]["path"]
+    worker = {
+        "cmd": "python -m aworld_train.engines.areal.worker",
+        "env_vars": {"AWORLD_TRAIN_AREAL_MODEL": model},
+    }
+    assert final["actor"]["scheduling_spec"] == [{"gpu": 1, **worker}]
     assert final["rollout"]["scheduling_spec"] == "${actor.scheduling_spec}"
     assert final["sglang"]["model_path"] == final["actor"]["path"]
     assert final["actor"]["attn_impl"] == "sdpa" and final["sglang"]["disable_radix_cache"] is False
@@ -508,12 +308,25 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
     assert trainer_for(tmp_path, {"backend": "areal"}).train(resume=True)["returncode"] == 0
 
 
-def test_the_workflow_loads_its_files_once_per_process(areal_run):
-    """AReaL builds a workflow object per task: the tokenizer, spec and reward are not loaded again."""
-    from aworld_train.engines.areal import workflow
+def test_a_cpu_run_is_the_gpu_render_with_one_switch(tmp_path):
+    """`areal.cluster.n_gpus_per_node: 0`: workers ask for no GPU, the actor computes in float32 and
+    saves its weights for our policy server, which the entry point starts in SGLang's place; the
+    rest of the render, and the command, are those of a GPU run."""
+    gpu = _render(trainer_for(tmp_path / "gpu", {"backend": "areal"}))
+    cpu = _render(
+        trainer_for(tmp_path / "cpu", {"backend": "areal", "areal": {"cluster": {"n_gpus_per_node": 0}}})
+    )
 
-    workflow_like_areal(areal_run)
-    before = workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses
-    for _ in range(3):
-        workflow_like_areal(areal_run)
-    assert (workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses) == before
+    def same_folder(run, where: str, value):
+        return json.loads(json.dumps(value).replace(str(tmp_path / where), "RUN"))
+
+    c, g = same_folder(cpu, "cpu", cpu.final), same_folder(gpu, "gpu", gpu.final)
+    for spec in (c["actor"]["scheduling_spec"][0], c["rollout"]["scheduling_spec"][0]):
+        assert spec["gpu"] == 0 and spec["cmd"] == "python -m aworld_train.engines.areal.worker"
+    assert c["actor"]["dtype"] == "float32" and c["actor"]["weight_update_mode"] == "disk"
+    assert {key for key in c | g if c.get(key) != g.get(key)} == {"actor", "rollout", "cluster"}
+    assert same_folder(cpu, "cpu", workflow_kwargs(cpu)) == same_folder(gpu, "gpu", workflow_kwargs(gpu))
+    workflow = yaml.safe_load((cpu.folder / "workflow.yaml").read_text())
+    assert workflow["cpu_server"] == {"model": cpu.final["actor"]["path"]}
+    assert yaml.safe_load((gpu.folder / "workflow.yaml").read_text())["cpu_server"] is None
+    assert cpu.command[1:3] == gpu.command[1:3] == ("-m", "aworld_train.engines.areal.main")

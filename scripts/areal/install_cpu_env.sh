@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A CPU-only AReaL 1.0.4 environment, apart from the project's own: enough to load a rendered
-# config with AReaL's loader (scripts/areal/check_config.py) and to run our AReaL workflow against
-# AReaL's real classes. AReaL's own pins clash with plain pip (see README of this folder), so
-# uv installs it with AReaL's override list (copied from its pyproject, [tool.uv]) plus ours.
+# A CPU-only AReaL 1.0.4 environment, apart from the project's own: AReaL's trainer runs there on
+# a CPU (examples/calculator/grpo_areal_cpu.yaml), `aworld-train check` loads rendered configs with
+# AReaL's loader there, and the AReaL tests run there (`make setup-areal`). AReaL's own pins clash
+# with plain pip, so uv installs it with AReaL's override list (from its pyproject, [tool.uv]) plus ours.
 #
 #   bash scripts/areal/install_cpu_env.sh [VENV=/tmp/areal-venv] [AWORLD_TRAIN_SRC=/path/to/checkout]
 set -euo pipefail
@@ -24,7 +24,8 @@ OVERRIDES=(--override "$HERE/areal-overrides.txt" --override "$HERE/cpu-override
 if [ -n "$SRC" ]; then
   # aworld's own pins (pillow~=12.0, rich~=14.0, opentelemetry~=1.32) clash with AReaL's:
   # --no-deps, then the few modules the workflow's import path needs (see aworld-runtime.txt).
-  "${UV[@]}" --no-deps "aworld==0.3.2" "$SRC"
+  "${UV[@]}" --no-deps "aworld==0.3.2"
+  "${UV[@]}" --no-deps -e "$SRC"  # editable: a checkout's changes reach AReaL's workers at once
   "${UV[@]}" "${OVERRIDES[@]}" -r "$HERE/aworld-runtime.txt"
 fi
 "$VENV/bin/python" - <<'PY'

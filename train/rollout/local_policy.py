@@ -173,6 +173,23 @@ class LocalPolicy:
             finally:
                 release_freed_memory()  # the batch's grown key/value caches
 
+    def load_weights(self, named: dict[str, torch.Tensor]) -> int:
+        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch);
+        the number loaded. A name the model lacks, or a weight left unloaded, is an error (a tied
+        lm_head shares the embedding's storage: loading one loads both)."""
+        model = self.model
+        with self.lock, torch.no_grad():
+            result = model.load_state_dict(named, strict=False)
+        state = model.state_dict()
+        loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
+        missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
+        if result.unexpected_keys or missing:
+            raise RuntimeError(
+                "the trainer's weights do not match the rollout model "
+                f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
+            )
+        return len(named)
+
     def clear_prefix_cache(self) -> None:
         if self.prefix_cache is not None:
             self.prefix_cache.clear()

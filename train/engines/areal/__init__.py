@@ -18,6 +18,11 @@ class ArealEngine:
 
         validate_native(config.areal)
 
+    def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
+        from aworld_train.engines.areal.checks import preflight
+
+        return preflight(inputs, run)
+
     def render(self, inputs: RunInputs) -> RenderedRun:
         from aworld_train.engines.areal.render import render
 

@@ -5,12 +5,14 @@
 AReaL loads the config (its defaults fill what the file leaves out), its trainer
 starts the rollout and training workers with the configured scheduler, and every
 sample runs our AWorldWorkflow with the kwargs in the run folder's workflow.yaml.
+On a CPU (workflow.yaml's `cpu_server`), our policy server takes SGLang's place.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,18 @@ def read_rows(path: str | None) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def main(argv: list[str]) -> None:
+def trainer_class(workflow: dict[str, Any], folder: Path):
+    """AReaL's PPOTrainer; on a CPU, the one that uses our policy server, started here."""
+    if workflow.get("cpu_server"):
+        from aworld_train.engines.areal.cpu.trainer import cpu_trainer
+
+        return cpu_trainer(workflow["cpu_server"], folder)
     from areal import PPOTrainer
+
+    return nullcontext(PPOTrainer)
+
+
+def main(argv: list[str]) -> None:
     from areal.api.cli_args import GRPOConfig, load_expr_config
 
     folder = config_path(argv).resolve().parent
@@ -43,7 +55,10 @@ def main(argv: list[str]) -> None:
     train_rows = read_rows(config.train_dataset.path)
     valid_rows = read_rows(config.valid_dataset.path if config.valid_dataset else None)
     kwargs = {**workflow["kwargs"], "gconfig": config.gconfig}
-    with PPOTrainer(config, train_dataset=train_rows, valid_dataset=valid_rows or None) as trainer:
+    with (
+        trainer_class(workflow, folder) as trainer_cls,
+        trainer_cls(config, train_dataset=train_rows, valid_dataset=valid_rows or None) as trainer,
+    ):
         trainer.train(
             workflow=workflow["workflow"],
             workflow_kwargs=kwargs,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import sys
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from aworld_train.engines.areal.cpu_run import cpu_values, is_cpu_run, server_settings
+from aworld_train.engines.areal.worker import scheduling_spec
 from aworld_train.engines.base import RenderedRun, RunInputs
 from aworld_train.engines.native import Derived, fill
 from aworld_train.errors import ConfigError
@@ -27,9 +30,8 @@ from aworld_train.rollout.codec import TASK_FIELD, task_to_json
 
 WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
 ENTRY = "aworld_train.engines.areal.main"
+AREAL_PYTHON_VARIABLE = "AWORLD_TRAIN_AREAL_PYTHON"
 FIELDS_FILE = Path(__file__).with_name("fields.json")
-# AReaL's worker entry; a scheduling spec written in YAML replaces AReaL's default list, cmd included.
-RPC_SERVER = "python -m areal.infra.rpc.rpc_server"
 # AReaL's default GPUs per node (cluster.n_gpus_per_node).
 DEFAULT_GPUS_PER_NODE = 8
 # Sub-configs that carry their own experiment/trial names and file root in AReaL.
@@ -87,8 +89,8 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor.backend", "fsdp:d1"),
         Derived("rollout.backend", "sglang:d1"),
         # one GPU per worker: AReaL's default spec asks for none, and its scheduler then gives
-        # each worker CUDA_VISIBLE_DEVICES=""
-        Derived("actor.scheduling_spec", [{"gpu": 1, "cmd": RPC_SERVER}]),
+        # each worker CUDA_VISIBLE_DEVICES=""; our worker masks packed sequences one by one (worker.py)
+        Derived("actor.scheduling_spec", [scheduling_spec(1, model_path)]),
         Derived("rollout.scheduling_spec", "${actor.scheduling_spec}"),
         # AReaL's default flash_attention_2 is not installed by areal[sglang]
         Derived("actor.attn_impl", "sdpa"),
@@ -131,6 +133,8 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("rollout.consumer_batch_size", data.batch_size, "data.batch_size"),
         Derived("rollout.max_concurrent_rollouts", rollout.concurrency, "rollout.concurrency"),
         Derived("rollout.tokenizer_path", model_path, "model"),
+        # AReaL's stats (ours among them: rollout/reward, rollout/status/*) where the local backend's go
+        Derived("stats_logger.tensorboard.path", str(root / "tensorboard")),
         Derived("total_train_steps", run.steps, "trainer.steps"),
         # enough passes over the data for `steps`; total_train_steps stops the run
         Derived("total_train_epochs", max(1, math.ceil(run.steps * data.batch_size / rows))),
@@ -171,8 +175,12 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict
 
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
     validate_native(native)
-    derived = derived_values(inputs, folder, model_path) + single_gpu_values(
-        native, check_model(inputs.config.model)
+    # a CPU run's values come first: `fill` keeps the first value derived for a key
+    first = cpu_values(model_path) if is_cpu_run(inputs.config) else []
+    derived = (
+        first
+        + derived_values(inputs, folder, model_path)
+        + single_gpu_values(native, check_model(inputs.config.model))
     )
     final = fill(native, derived, inputs, "areal")
     group_size = int(final["gconfig"]["n_samples"])
@@ -191,9 +199,15 @@ def write_jsonl(tasks, path: Path) -> None:
     path.write_text("".join(json.dumps({"task_id": t.id, TASK_FIELD: task_to_json(t)}) + "\n" for t in tasks))
 
 
+def areal_python() -> str:
+    """The Python of AReaL's environment: AWORLD_TRAIN_AREAL_PYTHON, else this one (aworld-train
+    installed beside AReaL, as scripts/areal/install_*_env.sh do)."""
+    return os.environ.get(AREAL_PYTHON_VARIABLE) or sys.executable
+
+
 def command(config_path: Path) -> tuple[str, ...]:
     # AReaL's single-controller launch: the entry script starts AReaL's local scheduler
-    return (sys.executable, "-m", ENTRY, "--config", str(config_path))
+    return (areal_python(), "-m", ENTRY, "--config", str(config_path))
 
 
 def render(inputs: RunInputs) -> RenderedRun:
@@ -217,7 +231,10 @@ def render(inputs: RunInputs) -> RenderedRun:
             "tokenizer": model_path,
             "group_size": group_size,
             "norm_by_std": cfg.algorithm.norm_adv_by_std,
+            "episodes_file": str(inputs.run_dir.resolve() / "episodes.jsonl"),
         },
+        # on a CPU, the entry point serves the policy itself in SGLang's place
+        "cpu_server": server_settings(model_path) if is_cpu_run(cfg) else None,
     }
     (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))
     config_path = folder / "areal_config.yaml"

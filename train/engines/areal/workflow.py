@@ -18,7 +18,7 @@ import asyncio
 import functools
 import json
 import uuid
-from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,7 +43,7 @@ from aworld_train.rollout.codec import (
 )
 from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.rollout.trajectory import STATUSES, Task, Trajectory
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
 _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "abort"}
@@ -170,8 +170,11 @@ class AWorldWorkflow(RolloutWorkflow):
         group_size: int = 1,
         group_baseline: bool = True,
         norm_by_std: bool = True,
+        episodes_file: str | None = None,
     ) -> None:
         self.group_size = group_size
+        # one JSON line per episode (status, raw reward, advantage, weight version): the run's record
+        self.episodes_file = Path(episodes_file) if episodes_file else None
         # training: rewards become group-normalised advantages; evaluation: raw rewards
         self.group_baseline = group_baseline
         self.norm_by_std = norm_by_std
@@ -207,28 +210,67 @@ class AWorldWorkflow(RolloutWorkflow):
         """The task's group of episodes as one padded batch; None when no episode of it counts."""
         task = task_from_row(data)
         episodes = await asyncio.gather(*(self._episode(engine, task) for _ in range(self.group_size)))
-        record_stats([traj for traj, _ in episodes], self.settings.train_on_malformed)
+        record_stats(episodes, self.settings.train_on_malformed)
         if not self.group_baseline:
+            self.write_episodes(episodes, [None] * len(episodes), "eval")
             return concat_padded_tensors([row for _, row in episodes])
-        kept = [(traj, row) for traj, row in episodes if traj.trainable(self.settings.train_on_malformed)]
-        if not kept:
-            return None  # AReaL drops the task from this step, as it does a rejected one
+        trainable = [traj.trainable(self.settings.train_on_malformed) for traj, _ in episodes]
+        kept = [episode for episode, ok in zip(episodes, trainable, strict=True) if ok]
         advantages = group_advantages(
             [row["rewards"].item() for _, row in kept], [0] * len(kept), self.norm_by_std
         )
+        given = iter(advantages)
+        self.write_episodes(episodes, [next(given) if ok else None for ok in trainable], "train")
+        if not kept:
+            return None  # AReaL drops the task from this step, as it does a rejected one
         rows = [
             {**row, "rewards": torch.tensor([adv], dtype=torch.float32)}
             for (_, row), adv in zip(kept, advantages, strict=True)
         ]
         return concat_padded_tensors(rows)
 
+    def write_episodes(
+        self, episodes: list[tuple[Trajectory, dict[str, torch.Tensor]]], advantages: list, phase: str
+    ) -> None:
+        if self.episodes_file is None:
+            return
+        lines = []
+        for (traj, row), advantage in zip(episodes, advantages, strict=True):
+            record = {
+                "phase": phase,
+                "task_id": traj.task_id,
+                "episode_id": traj.episode_id,
+                "status": traj.status,
+                "error": traj.error,
+                "reward": traj.reward,
+                "advantage": advantage,  # the reward AReaL trains this row with; None: no row
+                "weight_version": oldest_version(row),
+                "loss_tokens": int(row["loss_mask"].sum()),
+                "num_turns": traj.num_turns,
+            }
+            lines.append(json.dumps(record) + "\n")
+        self.episodes_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.episodes_file.open("a") as out:  # one write per group: lines of a group stay together
+            out.write("".join(lines))
 
-def record_stats(trajectories: list[Trajectory], train_on_malformed: bool) -> None:
-    """Each episode's raw reward, status and dropped segments, in AReaL's rollout (or eval) stats."""
+
+def oldest_version(row: dict[str, torch.Tensor]) -> int:
+    """The oldest weight version among the row's sampled tokens (-1: none sampled)."""
+    versions = row["versions"][row["versions"] != NOT_SAMPLED]
+    return int(versions.min()) if versions.numel() else NOT_SAMPLED
+
+
+def record_stats(
+    episodes: list[tuple[Trajectory, dict[str, torch.Tensor]]], train_on_malformed: bool
+) -> None:
+    """Each episode's raw reward, status, dropped segments and the weight version it was sampled
+    with, in AReaL's rollout (or eval) stats."""
     tracker = stats_tracker.get(workflow_context.stat_scope())
-    statuses = Counter(traj.status for traj in trajectories)
-    for traj in trajectories:
+    for traj, row in episodes:
         samples = episode_samples(traj, train_on_malformed)
         tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=samples.one_row()[1])
-    for status, count in statuses.items():
-        tracker.scalar(**{f"status/{status}": count / len(trajectories)})
+        # every status, 0 included: AReaL averages a key over the episodes that recorded it
+        tracker.scalar(**{f"status/{status}": float(traj.status == status) for status in STATUSES})
+        version = oldest_version(row)
+        if version != NOT_SAMPLED:
+            tracker.scalar(weight_version=version)

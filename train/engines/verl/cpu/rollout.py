@@ -96,20 +96,10 @@ class AWorldCPUServer:
         return loaded
 
     def _load(self, named: list[tuple[str, torch.Tensor]]) -> int:
-        model = self.policy.model
-        with self.policy.lock, torch.no_grad():  # never between two tokens of a batch
-            result = model.load_state_dict(dict(named), strict=False)
-        loaded_ptrs = {
-            p.data_ptr() for name, p in model.state_dict().items() if name not in result.missing_keys
-        }
-        # a tied lm_head shares the embedding's storage: loading one loads both
-        missing = [k for k in result.missing_keys if model.state_dict()[k].data_ptr() not in loaded_ptrs]
-        if result.unexpected_keys or missing:
-            raise RuntimeError(
-                f"{NAME}: the actor's weights do not match the rollout model "
-                f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
-            )
-        return len(named)
+        try:
+            return self.policy.load_weights(dict(named))
+        except RuntimeError as exc:
+            raise RuntimeError(f"{NAME}: {exc}") from exc
 
     async def stats(self) -> dict[str, Any]:
         return {

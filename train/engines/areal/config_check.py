@@ -1,18 +1,18 @@
 """Load a rendered AReaL config with AReaL's own loader and check what a run on this machine needs.
+`aworld-train check` (and `run`'s checks) run it with the AReaL environment's Python:
 
-Run it with the Python of an environment that has areal==1.0.4 (scripts/areal/install_cpu_env.sh):
-
-    /tmp/areal-venv/bin/python check_areal_config.py RUN/areal/areal_config.yaml [--gpus 1]
+    python -m aworld_train.engines.areal.config_check RUN/areal/areal_config.yaml [--gpus N]
         [--resume-override recover.mode=auto] [--model-must-exist] [KEY=VALUE ...]
 
 Checks (each failure names the key and the fix):
-  1. every worker role that gets its own processes asks for a GPU: LocalScheduler gives a worker
-     `CUDA_VISIBLE_DEVICES=",".join(allocated)`, which is "" for `scheduling_spec[0].gpu: 0`;
+  1. on a GPU node, every worker role that gets its own processes asks for a GPU: LocalScheduler
+     gives a worker `CUDA_VISIBLE_DEVICES=",".join(allocated)`, which is "" for `gpu: 0`;
   2. every scheduling spec has a `cmd` (a spec given in YAML replaces AReaL's default list, and
      SchedulingSpec.cmd defaults to None there);
   3. `sglang.model_path` is set (SGLangConfig.build_args passes it as the server's model and
      tokenizer) and is the actor's model;
-  4. with one GPU (or actor/rollout colocation), `actor.weight_update_mode` is `disk`;
+  4. with one GPU (or actor/rollout colocation), or on a CPU (our policy server loads from disk),
+     `actor.weight_update_mode` is `disk`;
   5. the resume override our launcher appends is accepted by AReaL's Hydra composition.
 It also reports risks that do not fail the check (attention implementation, SGLang memory and
 context length).
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RPC_SERVER = "python -m areal.infra.rpc.rpc_server"
+from aworld_train.engines.areal.worker import COMMAND as WORKER
 
 
 @dataclass
@@ -71,8 +71,9 @@ def colocated(strategy, target: str) -> bool:
     )
 
 
-def check_roles(config, report: Report) -> None:
-    """Roles whose workers the LocalScheduler spawns itself (separation) must ask for a GPU."""
+def check_roles(config, report: Report, gpus: int) -> None:
+    """Roles whose workers the LocalScheduler spawns itself (separation) must ask for a GPU (on a
+    GPU node)."""
     roles = {"actor": config.actor, "rollout": config.rollout}
     if config.ref is not None and config.actor.kl_ctl > 0:
         roles["ref"] = config.ref
@@ -81,18 +82,18 @@ def check_roles(config, report: Report) -> None:
         report.facts[f"{role}.scheduling_spec"] = [{"gpu": s.gpu, "cmd": s.cmd} for s in specs]
         if str(section.scheduling_strategy.type).endswith("colocation"):
             continue  # a colocated role runs on its target's GPUs
-        if specs[0].gpu < 1:
+        if gpus > 0 and specs[0].gpu < 1:
             report.fail(
                 f"{role}.scheduling_spec[0].gpu is {specs[0].gpu}: AReaL's LocalScheduler then starts the "
                 f"{role} worker with CUDA_VISIBLE_DEVICES=''. Set "
-                f"{role}.scheduling_spec: [{{gpu: 1, cmd: '{RPC_SERVER}'}}]"
+                f"{role}.scheduling_spec: [{{gpu: 1, cmd: '{WORKER}'}}]"
                 + (" (or ${actor.scheduling_spec})" if role != "actor" else "")
             )
         for i, spec in enumerate(specs):
             if not spec.cmd:
                 report.fail(
                     f"{role}.scheduling_spec[{i}].cmd is empty: a spec written in YAML replaces AReaL's "
-                    f"default one and its cmd defaults to None. Add cmd: '{RPC_SERVER}'"
+                    f"default one and its cmd defaults to None. Add cmd: '{WORKER}'"
                 )
 
 
@@ -121,7 +122,12 @@ def check_weight_update(config, report: Report, gpus: int) -> None:
     shared = colocated(config.rollout.scheduling_strategy, "actor") or colocated(
         config.actor.scheduling_strategy, "rollout"
     )
-    if mode != "disk" and (gpus == 1 or shared):
+    if mode != "disk" and gpus == 0:
+        report.fail(
+            f"actor.weight_update_mode is {mode!r} on a CPU: our policy server loads the weights the "
+            "actor saves to disk. Set actor.weight_update_mode: disk"
+        )
+    elif mode != "disk" and (gpus == 1 or shared):
         why = "actor and rollout are colocated" if shared else "actor and SGLang share the one GPU"
         report.fail(
             f"actor.weight_update_mode is {mode!r} but {why}: an NCCL ('xccl') weight-update group "
@@ -196,13 +202,15 @@ def main(argv: list[str]) -> int:
     config = load(args.config, overrides)
     gpus = args.gpus if args.gpus is not None else config.cluster.n_gpus_per_node
     report.facts["gpus"] = gpus
-    check_roles(config, report)
+    check_roles(config, report, gpus)
     check_model_path(config, report, args.model_must_exist)
     check_weight_update(config, report, gpus)
     check_resume(args.config, overrides, args.resume_override, report)
     check_risks(config, report, gpus)
 
-    print(f"loaded {args.config} with AReaL's load_expr_config (GRPOConfig)")
+    import areal
+
+    print(f"loaded {args.config} with AReaL {areal.__version__}'s load_expr_config (GRPOConfig)")
     for key, value in report.facts.items():
         print(f"  {key}: {value}")
     for text in report.warnings:

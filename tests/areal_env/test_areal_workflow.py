@@ -1,0 +1,270 @@
+"""Our AReaL workflow driven the way AReaL drives it, with AReaL 1.0.4's own classes: the request
+and response types, the workflow base class, the stats tracker and the padded-batch helpers. A
+scripted engine stands in for the inference server (tests/test_areal_cpu_e2e.py runs the real
+one); the calculator MCP server is real."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import inspect
+
+import pytest
+import torch
+import yaml
+from areal.api.cli_args import GenerationHyperparameters
+from areal.api.io_struct import ModelRequest, ModelResponse
+from areal.api.workflow_api import RolloutWorkflow
+from backend_support import calculator_reply, trainer_for
+
+from aworld_train.engines.areal.render import areal_fields
+
+BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
+
+
+def test_areal_names_match_its_source():
+    """The names the render and the workflow rely on, recorded from AReaL 1.0.4's source into
+    fields.json (what our environment checks native keys against), are the installed AReaL's."""
+    recorded = areal_fields()
+    assert recorded["areal_version"] == "1.0.4"
+    interface = recorded["interface"]
+    assert [f.name for f in dataclasses.fields(ModelRequest)] == interface["ModelRequest"]
+    assert [f.name for f in dataclasses.fields(ModelResponse)] == interface["ModelResponse"]
+    assert [f.name for f in dataclasses.fields(GenerationHyperparameters)] == list(
+        recorded["fields"]["gconfig"]
+    )
+    assert (
+        list(inspect.signature(RolloutWorkflow.arun_episode).parameters)
+        == interface["RolloutWorkflow.arun_episode"]
+    )
+    assert interface["InferenceEngine.agenerate"] == ["self", "req"]
+
+
+# -- the workflow, the way AReaL runs it ----------------------------------------------------------
+
+
+class FakeEngine:
+    """AReaL's `InferenceEngine.agenerate(req) -> ModelResponse`, replying from a script keyed on the prompt.
+
+    The weight version rises by one per call, as if the trainer updated the weights between turns."""
+
+    def __init__(self, tokenizer, reply):
+        self.tokenizer = tokenizer
+        self.reply = reply
+        self.requests: list[ModelRequest] = []
+        self.outputs: list[list[int]] = []
+        self.version = 0
+
+    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+        self.requests.append(req)
+        ids = self.tokenizer.encode(
+            self.reply(self.tokenizer.decode(req.input_ids)), add_special_tokens=False
+        )
+        ids = (ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")])[: req.gconfig.max_new_tokens]
+        self.outputs.append(ids)
+        self.version += 1
+        return ModelResponse(
+            input_tokens=list(req.input_ids),
+            output_tokens=ids,
+            output_logprobs=[-0.01 * (i + 1) for i in range(len(ids))],
+            output_versions=[self.version] * len(ids),
+            stop_reason="stop",
+        )
+
+
+@pytest.fixture
+def areal_run(tmp_path, calculator_server, monkeypatch):
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
+    return trainer_for(tmp_path, config).render()
+
+
+def workflow_like_areal(run, **overrides):
+    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs
+    (main.py's: the run's, or with `overrides` as for evaluation)."""
+    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    module, _, name = spec["workflow"].rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, RolloutWorkflow)
+    gconfig = GenerationHyperparameters(**run.final["gconfig"])
+    return cls(**{**spec["kwargs"], **overrides}, gconfig=gconfig)
+
+
+ONE_RAW = {"group_size": 1, "group_baseline": False}  # evaluation's kwargs: one episode, raw reward
+
+
+def rows(run):
+    return [yaml.safe_load(line) for line in (run.folder / "train.jsonl").read_text().splitlines()]
+
+
+def check_layout(batch):
+    """The tensor-dict format AReaL's executor accepts and its PPO actor reads."""
+    assert BATCH_KEYS <= set(batch)
+    batch_size, length = batch["input_ids"].shape
+    for key in BATCH_KEYS - {"rewards"}:
+        assert batch[key].shape == (batch_size, length), key
+    assert batch["rewards"].shape == (batch_size,)
+    assert batch["input_ids"].dtype == batch["loss_mask"].dtype == batch["versions"].dtype == torch.int32
+    assert batch["logprobs"].dtype == batch["rewards"].dtype == torch.float32
+    assert batch["attention_mask"].dtype == torch.bool
+
+
+def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, tokenizer):
+    workflow = workflow_like_areal(areal_run, **ONE_RAW)
+    engine = FakeEngine(tokenizer, calculator_reply)
+    batch = asyncio.run(workflow.arun_episode(engine, rows(areal_run)[1]))  # "What is 2 * 3?"
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == 1 and batch["rewards"].tolist() == [1.0]
+    ids, mask = batch["input_ids"][0].tolist(), batch["loss_mask"][0].tolist()
+    logprobs, versions = batch["logprobs"][0].tolist(), batch["versions"][0].tolist()
+    assert len(engine.requests) == 2 and len({r.rid for r in engine.requests}) == 1  # sticky id
+    assert all(r.gconfig.n_samples == 1 and r.gconfig.max_new_tokens == 64 for r in engine.requests)
+    # every prompt sent is a prefix of the trained sequence; the first one carries no loss
+    for request in engine.requests:
+        assert ids[: len(request.input_ids)] == request.input_ids
+    first = len(engine.requests[0].input_ids)
+    assert set(mask[:first]) == {0} and set(versions[:first]) == {-1}
+    # per turn: the mask-1 tokens are exactly what the engine sampled, with its logprobs and version
+    for turn, (request, out) in enumerate(zip(engine.requests, engine.outputs, strict=True), start=1):
+        start = len(request.input_ids)
+        span = slice(start, start + len(out))
+        assert ids[span] == out and set(mask[span]) == {1} and set(versions[span]) == {turn}
+        assert logprobs[span] == pytest.approx([-0.01 * (i + 1) for i in range(len(out))])
+    # the tool result between the turns is template delta: no loss, no version
+    delta = slice(first + len(engine.outputs[0]), len(engine.requests[1].input_ids))
+    assert set(mask[delta]) == {0} and set(versions[delta]) == {-1}
+    assert "<tool_response>\n6\n</tool_response>" in tokenizer.decode(ids[delta])
+    assert sum(mask) == sum(len(o) for o in engine.outputs)
+
+
+def test_a_task_runs_its_group_and_gets_group_normalised_rewards(areal_run, tokenizer):
+    """AReaL asks once per task; the workflow runs the group and returns one padded batch whose
+    rewards are GRPO's advantages (AReaL's own normalisation is off)."""
+    from aworld_train.rollout.codec import group_advantages
+
+    workflow = workflow_like_areal(areal_run)
+    replies = iter(["The answer is 9."] * 2 + [None] * 10)
+
+    def reply(prompt):  # two samples answer at once (wrong), the rest use the tool (right)
+        text = next(replies)
+        return text if text else calculator_reply(prompt)
+
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == workflow.group_size == 4
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1, 1], [0] * 4)))
+    lengths = batch["attention_mask"].sum(1).tolist()
+    assert all(set(m[:n].tolist()) == {1} for m, n in zip(batch["attention_mask"], lengths, strict=True))
+
+
+def test_a_failed_episode_is_outside_its_groups_baseline(areal_run, tokenizer):
+    """One episode of the group loses its server: no row for it, and the others' rewards are the
+    advantages of the group without it; every episode's raw reward and status reach AReaL's stats."""
+    from areal.utils import stats_tracker
+
+    from aworld_train.rollout.codec import group_advantages
+
+    calls = iter(range(100))
+
+    def reply(prompt):  # the first call fails; two answer wrong at once; one uses the tool
+        n = next(calls)
+        if n == 0:
+            raise RuntimeError("server lost")
+        return "The answer is 9." if n in (1, 2) else calculator_reply(prompt)
+
+    tracker = stats_tracker.get("rollout")
+    tracker.export(reset=True)  # what earlier tests recorded
+    workflow = workflow_like_areal(areal_run)
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, reply), rows(areal_run)[1]))
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == 3
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(group_advantages([0, 0, 1], [0] * 3)))
+    assert all(batch["loss_mask"].sum(1) > 0)
+    # what AReaL's rollout controller reads: each key's mean over the episodes, with its count
+    stats = tracker.export(reset=True)
+    assert stats["rollout/reward"] == pytest.approx(0.25) and stats["rollout/reward__count"] == 4
+    assert stats["rollout/status/error"] == pytest.approx(0.25) and stats[
+        "rollout/status/ok"
+    ] == pytest.approx(0.75)
+    assert stats["rollout/status/error__count"] == stats["rollout/status/ok__count"] == 4
+    # the oldest version each episode that sampled saw (the engine's version rises per call: 1, 2, 3)
+    assert (
+        stats["rollout/weight_version"] == pytest.approx(2.0) and stats["rollout/weight_version__count"] == 3
+    )
+
+
+def test_failed_episode_carries_no_loss(areal_run, tokenizer):
+    def server_lost(_):
+        raise RuntimeError("server lost")
+
+    # training: a group where every episode failed gives AReaL nothing to train on
+    workflow = workflow_like_areal(areal_run)
+    assert asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0])) is None
+    # evaluation keeps the row, with no loss and reward 0
+    workflow = workflow_like_areal(areal_run, **ONE_RAW)
+    batch = asyncio.run(workflow.arun_episode(FakeEngine(tokenizer, server_lost), rows(areal_run)[0]))
+    check_layout(batch)
+    assert set(batch["loss_mask"][0].tolist()) == {0} and batch["rewards"].tolist() == [0.0]
+
+
+def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
+    from aworld_train.engines.areal.workflow import ArealEnginePolicy
+    from aworld_train.rollout.policy import SamplingParams
+
+    class NoVersions(FakeEngine):
+        async def agenerate(self, req):
+            response = await super().agenerate(req)
+            response.output_versions = []
+            return response
+
+    policy = ArealEnginePolicy(NoVersions(tokenizer, lambda _: "hi"), GenerationHyperparameters())
+    with pytest.raises(RuntimeError, match="one of each per sampled token"):
+        asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
+
+
+def test_the_workflow_loads_its_files_once_per_process(areal_run):
+    """AReaL builds a workflow object per task: the tokenizer, spec and reward are not loaded again."""
+    from aworld_train.engines.areal import workflow
+
+    workflow_like_areal(areal_run)
+    before = workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses
+    for _ in range(3):
+        workflow_like_areal(areal_run)
+    assert (workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses) == before
+
+
+def test_areals_advantages_leave_a_failed_episode_out_of_its_group(tmp_path):
+    """AReaL's own PPOActor, under our rendered config, turns the workflow's rows (each trained
+    row's reward is its advantage over the group without its failed episode) into exactly those
+    advantages: the render leaves no AReaL normalisation, discount or KL term between the two."""
+    from areal.trainer.ppo.actor import PPOActor
+    from areal.utils.data import concat_padded_tensors
+
+    from aworld_train.engines.areal.config_check import load
+    from aworld_train.rollout.codec import group_advantages
+
+    run = trainer_for(tmp_path, {"backend": "areal"}).render()
+    config = load(run.config_path, [])
+    raw = {"a": 1.0, "b": 0.0, "c": 1.0}  # a fourth episode of the group failed: it has no row
+    advantages = dict(zip(raw, group_advantages(list(raw.values()), [0] * len(raw)), strict=True))
+
+    def row(prompt: int, response: int, reward: float) -> dict[str, torch.Tensor]:
+        length = prompt + response
+        values = {
+            "input_ids": torch.arange(1, length + 1, dtype=torch.int32),
+            "loss_mask": torch.tensor([0] * prompt + [1] * response, dtype=torch.int32),
+            "logprobs": torch.tensor([0.0] * prompt + [-0.5] * response, dtype=torch.float32),
+            "versions": torch.tensor([-1] * prompt + [0] * response, dtype=torch.int32),
+            "attention_mask": torch.ones(length, dtype=torch.bool),
+            "rewards": torch.tensor(reward, dtype=torch.float32),
+        }
+        return {key: value.unsqueeze(0) for key, value in values.items()}
+
+    shapes = {"a": (7, 5), "b": (7, 9), "c": (7, 3)}
+    batch = concat_padded_tensors([row(*shapes[name], advantages[name]) for name in raw])
+    batch["prox_logp"] = torch.roll(batch["logprobs"], shifts=-1, dims=-1)
+    out = PPOActor(config.actor, engine=None)._compute_advantages(batch)
+    for i, name in enumerate(raw):
+        got = out["advantages"][i][out["loss_mask"][i].bool()]
+        assert torch.allclose(got, torch.full_like(got, advantages[name]), atol=1e-5), name

@@ -1,0 +1,122 @@
+"""The three engines agree: one calculator task's group (two right, one wrong, one failed episode),
+scripted the same way (tests/engine_parity.py), gives the same samples on the local backend
+(its learner's `build_samples`), on verl (our agent loop through verl's registry, verl's own GRPO
+advantages) and on AReaL (our workflow, AReaL's own PPOActor advantages, in AReaL's environment):
+ids, masks, logprobs and advantages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+
+import pytest
+from areal_support import AREAL_PYTHON, ROOT, needs_areal
+from backend_support import trainer_for
+from engine_parity import CONFIG, OUTCOMES, GroupScript, sample
+
+pytest.importorskip("verl.experimental.agent_loop.agent_loop")
+
+
+def local_samples(trainer, tokenizer) -> list[dict]:
+    from aworld_train.engines.local.learner import build_samples
+    from aworld_train.models import stop_token_ids
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+    from aworld_train.rollout.policy import Generation, ScriptedPolicy
+
+    script = GroupScript(tokenizer)
+    policy = ScriptedPolicy(tokenizer, lambda prompt: Generation(*script.reply(prompt)))
+    rollout = trainer.config.rollout
+    renderer = ChatRenderer(
+        tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
+    )
+    runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), rollout)
+    task = trainer.train_tasks[0]
+    trajs = asyncio.run(
+        run_episodes(trainer.spec, [task], runtime, trainer.reward, samples_per_task=len(OUTCOMES))
+    )
+    samples, _ = build_samples(trajs, ["group"] * len(trajs))
+    return [
+        sample(s.ids, [0] * s.prompt_len + s.mask, [0.0] * s.prompt_len + s.old_logprobs, s.advantage)
+        for s in samples
+    ]
+
+
+def verl_samples(trainer, tokenizer) -> list[dict]:
+    import numpy as np
+    import torch
+    from test_verl_backend import instantiate_like_verl, row_kwargs
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+    from verl.workers.rollout.replica import TokenOutput
+
+    script = GroupScript(tokenizer)
+
+    class Server:  # verl's LLMServerClient.generate contract
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            ids, logprobs = script.reply(list(prompt_ids))
+            steps = {"min_global_steps": 0, "max_global_steps": 0}
+            return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed", extra_fields=steps)
+
+    run = trainer.render()
+    outputs = []
+    for _ in OUTCOMES:  # verl runs each session of the group through its own loop object
+        loop = instantiate_like_verl(run, tokenizer, Server())
+        outputs.extend(asyncio.run(loop.run({"temperature": 1.0, "logprobs": True}, **row_kwargs(run))))
+    width = max(len(o.response_ids) for o in outputs)
+    mask, scores = torch.zeros(len(outputs), width), torch.zeros(len(outputs), width)
+    for r, out in enumerate(outputs):
+        mask[r, : len(out.response_mask)] = torch.tensor(out.response_mask, dtype=torch.float)
+        scores[r, max(i for i, m in enumerate(out.response_mask) if m)] = out.reward_score
+    data = DataProto.from_dict(
+        tensors={"response_mask": mask, "token_level_rewards": scores},
+        non_tensors={"uid": np.array(["uid0"] * len(outputs), dtype=object)},
+    )
+    keys = [f"uid0_{i}_0" for i in range(len(outputs))]
+    advantages = compute_advantage_for_multi_trajectories(data, keys, AdvantageEstimator.GRPO).batch[
+        "advantages"
+    ]
+    return [
+        sample(
+            out.prompt_ids + out.response_ids,
+            [0] * len(out.prompt_ids) + out.response_mask,
+            [0.0] * len(out.prompt_ids) + out.response_logprobs,
+            float(advantages[r][out.response_mask.index(1)]),
+        )
+        for r, out in enumerate(outputs)
+    ]
+
+
+def in_order(samples: list[dict]) -> list[dict]:
+    return sorted(samples, key=lambda s: (s["advantage"], s["ids"]))
+
+
+@pytest.fixture
+def engines(tmp_path, calculator_server, monkeypatch, tokenizer):
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    local = local_samples(trainer_for(tmp_path / "local", {**CONFIG, "backend": "local"}), tokenizer)
+    verl = verl_samples(trainer_for(tmp_path / "verl", CONFIG), tokenizer)
+    return {"local": local, "verl": verl}
+
+
+def test_local_and_verl_give_the_same_samples(engines):
+    local, verl = in_order(engines["local"]), in_order(engines["verl"])
+    assert len(local) == len(OUTCOMES) - 1  # the failed episode gives no sample
+    assert [s["advantage"] for s in local] == pytest.approx([-1.1547, 0.57735, 0.57735], abs=1e-4)
+    assert local == verl
+
+
+@needs_areal
+def test_areal_gives_the_same_samples(engines, tmp_path):
+    run = trainer_for(tmp_path / "areal", {**CONFIG, "backend": "areal"}).render()
+    out = tmp_path / "areal.json"
+    done = subprocess.run(
+        [AREAL_PYTHON, str(ROOT / "tests/engine_parity.py"), str(run.folder), str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT / "tests",
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert in_order(json.loads(out.read_text())) == in_order(engines["local"])
