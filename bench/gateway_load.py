@@ -12,6 +12,12 @@ two tool servers) after release. After the gateway stops: its tool servers still
 episode roots left on disk.
 
     python bench/gateway_load.py [--episodes 128 256 512 1024] [--round-limit-s 900]
+    python bench/gateway_load.py --docker [--base-image TAG] [--ca-bundle PEM] ...
+
+With --docker the gateway runs in its container, started with env/gaia/docker-compose.yaml (its
+memory limit, capabilities and loopback port) plus this bench's servers YAML mounted in; the
+gateway column is then the container's CPU (gateway, tool servers and sandboxes together) and
+the memory the container's (its cgroup), before the round, at its peak and after release.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import asyncio
 import contextlib
 import os
 import resource
+import secrets
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +42,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from aworld_train.env.gaia.backends import session_client
-from aworld_train.env.launcher import start_server
+from aworld_train.env.launcher import free_port, start_server
 
 
 def proc_stats(pid: int) -> dict:
@@ -84,6 +93,7 @@ def descendants(pid: int) -> list[int]:
 
 
 TIMEOUT = httpx.Timeout(600.0)  # a loaded gateway may take minutes to answer 1024 episodes
+AUTH: dict[str, str] = {}  # the container's bearer token, with --docker
 STEPS = ("open", "write", "list", "read", "calculate", "release")
 
 
@@ -97,7 +107,7 @@ async def episode(
     steps: dict[str, list[float]],
 ) -> tuple[float, str]:
     """(seconds, '' or what went wrong) for one episode; each step's time goes to `steps`."""
-    headers = {"X-Episode-Id": name, "MCP_SERVERS": "python,calculator"}
+    headers = {"X-Episode-Id": name, "MCP_SERVERS": "python,calculator", **AUTH}
     started = last = time.perf_counter()
 
     def mark(step: str) -> None:
@@ -129,7 +139,7 @@ async def episode(
             read = "import glob\nprint([open(p).read() for p in glob.glob('*')])"
             read = await call("read", "run_python", {"code": read})
             total = await call("calculate", "calculate", {"expression": f"{index} + 1000000"})
-    released = await client.delete(f"{base}/episodes/{name}")
+    released = await client.delete(f"{base}/episodes/{name}", headers=AUTH)
     mark("release")
     elapsed = time.perf_counter() - started
     if released.status_code != 200 or released.json() != {"closed_sessions": 2}:
@@ -166,17 +176,17 @@ async def run_round(
 
 
 async def measured_round(
-    url: str, base: str, count: int, pid: int, limit_s: float, steps: dict[str, list[float]]
+    url: str, base: str, count: int, gateway, limit_s: float, steps: dict[str, list[float]]
 ) -> tuple[list[float], list[str], float]:
-    """A round, with the gateway's peak RSS sampled while it runs; past `limit_s` the
+    """A round, with the gateway's peak memory sampled while it runs; past `limit_s` the
     unfinished episodes count as failed."""
-    peak = proc_stats(pid)["rss"]
+    peak = gateway.stats()["rss"]
     done = asyncio.Event()
 
     async def watch() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, proc_stats(pid)["rss"])
+            peak = max(peak, await asyncio.to_thread(lambda: gateway.stats()["rss"]))
             await asyncio.sleep(0.5)
 
     watcher = asyncio.create_task(watch())
@@ -190,60 +200,156 @@ async def measured_round(
     return times, problems, peak
 
 
+# Calls queue for minutes at 1024 episodes on 2 cores: sessions must not close as idle between an
+# episode's calls, so that its release finds (and the bench checks) both.
+CONFIG = {
+    "servers": {"python": {"run": "gaia-python", "timeout_s": 600}, "calculator": {"run": "calculator"}},
+    "call_timeout_s": 600,
+    "connect_timeout_s": 120,
+    "session_idle_s": 900,
+}
+
+
+class ProcessGateway:
+    """The gateway as a process of this machine."""
+
+    def __init__(self, folder: Path) -> None:
+        (folder / "servers.yaml").write_text(yaml.safe_dump(CONFIG))
+        env = {
+            "GAIA_GATEWAY_CONFIG": str(folder / "servers.yaml"),
+            "GAIA_GATEWAY_LOG_DIR": str(folder),
+            "GAIA_SANDBOX_DIR": str(folder / "sandbox"),
+        }
+        self.folder = folder
+        self.server = start_server("gaia", log_path=folder / "gateway.log", env=env, startup_timeout_s=120)
+        self.url, self.base = self.server.url, f"http://{self.server.host}:{self.server.port}"
+        self.pid = self.server.process.pid
+        self.servers = descendants(self.pid)
+        self.label = f"gateway pid {self.pid}"
+
+    def stats(self) -> dict:
+        return proc_stats(self.pid)
+
+    def tools_cpu(self) -> float:
+        return tools_cpu(self.pid)
+
+    def stop(self) -> str:
+        self.server.stop()
+        alive = [p for p in self.servers if Path(f"/proc/{p}").exists()]
+        roots = list((self.folder / "sandbox").glob("run-*"))
+        return (
+            f"gateway exited {self.server.process.returncode}; {len(alive)} of its {len(self.servers)} "
+            f"tool servers alive; {len(roots)} episode roots left"
+        )
+
+
+class ContainerGateway:
+    """The gateway in its container, from env/gaia/docker-compose.yaml with this bench's servers."""
+
+    COMPOSE = Path(__file__).resolve().parents[1] / "env" / "gaia" / "docker-compose.yaml"
+
+    def __init__(self, folder: Path, base_image: str | None, ca_bundle: str | None) -> None:
+        (folder / "servers.yaml").write_text(yaml.safe_dump(CONFIG))
+        override = {"services": {"gateway": {
+            "environment": {"GAIA_GATEWAY_CONFIG": "/etc/gaia-bench/servers.yaml"},
+            "volumes": [f"{folder}:/etc/gaia-bench:ro"],
+        }}}  # fmt: skip
+        (folder / "bench.yaml").write_text(yaml.safe_dump(override))
+        self.port, token = free_port(), secrets.token_hex(16)
+        AUTH["Authorization"] = f"Bearer {token}"
+        self.env = {**os.environ, "COMPOSE_PROJECT_NAME": f"gaia-bench-{os.getpid()}",
+                    "GAIA_MCP_PORT": str(self.port), "GAIA_GATEWAY_TOKEN": token, "GAIA_DATA_DIR": str(folder)}  # fmt: skip
+        if base_image:
+            self.env["GAIA_BASE_IMAGE"] = base_image
+        ca = self.COMPOSE.parent / "ca" / "ca-bundle.crt"
+        if ca_bundle:
+            shutil.copy(ca_bundle, ca)
+        try:
+            self.compose("up", "-d", "--build", "--wait")
+        finally:
+            ca.unlink(missing_ok=True)
+        self.url, self.base = f"http://127.0.0.1:{self.port}/mcp", f"http://127.0.0.1:{self.port}"
+        self.container = self.compose("ps", "-q", "gateway").strip()
+        self.label = (
+            f"container {self.container[:12]} (memory limit {self.inspect('{{.HostConfig.Memory}}')} bytes)"
+        )
+
+    def compose(self, *args: str) -> str:
+        return subprocess.run(["docker", "compose", "-f", str(self.COMPOSE), "-f", str(Path(self.env["GAIA_DATA_DIR"]) / "bench.yaml"), *args],
+                              env=self.env, check=True, capture_output=True, text=True).stdout  # fmt: skip
+
+    def inspect(self, template: str) -> str:
+        return subprocess.run(["docker", "inspect", "-f", template, self.container],
+                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+    def _cgroup(self, name: str) -> str:
+        return subprocess.run(["docker", "exec", self.container, "cat", f"/sys/fs/cgroup/{name}"],
+                              capture_output=True, text=True).stdout  # fmt: skip
+
+    def stats(self) -> dict:
+        """The container's CPU seconds and memory (MB), from its cgroup (v1 or v2)."""
+        usage = self._cgroup("cpuacct/cpuacct.usage").strip()
+        if usage:
+            cpu = int(usage) / 1e9
+            memory = int(self._cgroup("memory/memory.usage_in_bytes") or 0)
+        else:
+            stat = dict(line.split() for line in self._cgroup("cpu.stat").splitlines())
+            cpu = int(stat.get("usage_usec", 0)) / 1e6
+            memory = int(self._cgroup("memory.current") or 0)
+        return {"cpu": cpu, "rss": memory / 2**20, "fds": -1, "children": -1}  # -1: not counted
+
+    def tools_cpu(self) -> float:
+        return 0.0  # inside the container's figure
+
+    def stop(self) -> str:
+        self.compose("down", "--volumes", "--timeout", "10")
+        left = self.compose("ps", "-a", "-q").strip()
+        return f"compose down: {len(left.split()) if left else 0} containers left"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--warmup", type=int, default=32, help="episodes run before the first measured round")
     parser.add_argument("--settle-s", type=float, default=3.0, help="wait after release before measuring")
     parser.add_argument("--round-limit-s", type=float, default=900.0, help="a round's time bound")
+    parser.add_argument("--docker", action="store_true", help="the gateway in its container (docker compose)")
+    parser.add_argument("--base-image", help="with --docker: the image's BASE_IMAGE (GAIA_BASE_IMAGE)")
+    parser.add_argument("--ca-bundle", help="with --docker: a CA bundle pip trusts during the build")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a connection per episode
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     folder = Path(tempfile.mkdtemp(prefix="gateway-load-"))
-    servers = {
-        "python": {"run": "gaia-python", "timeout_s": 600},
-        "calculator": {"run": "calculator"},
-    }
-    # Calls queue for minutes at 1024 episodes on 2 cores: sessions must not close as idle
-    # between an episode's calls, so that its release finds (and the bench checks) both.
-    config = {"servers": servers, "call_timeout_s": 600, "connect_timeout_s": 120, "session_idle_s": 900}
-    (folder / "servers.yaml").write_text(yaml.safe_dump(config))
-    env = {
-        "GAIA_GATEWAY_CONFIG": str(folder / "servers.yaml"),
-        "GAIA_GATEWAY_LOG_DIR": str(folder),
-        "GAIA_SANDBOX_DIR": str(folder / "sandbox"),
-    }
-    gateway = start_server("gaia", log_path=folder / "gateway.log", env=env, startup_timeout_s=120)
-    base = f"http://{gateway.host}:{gateway.port}"
-    pid = gateway.process.pid
-    servers_left = descendants(pid)
-    health = httpx.get(base + "/health").json()
-    print(
-        f"gateway pid {pid}; python server: {health['servers']['python']['status']}; {os.cpu_count()} cores"
+    gateway = (
+        ContainerGateway(folder, args.base_image, args.ca_bundle) if args.docker else ProcessGateway(folder)
     )
+    url, base = gateway.url, gateway.base
+    health = httpx.get(base + "/health").json()
+    print(f"{gateway.label}; python server: {health['servers']['python']['status']}; {os.cpu_count()} cores")
+    memory = "container memory MB before/peak/after" if args.docker else "gateway rss MB before/peak/after"
     header = (
         f"{'episodes':>8} | {'done':>5} {'failed':>6} {'x-talk':>6} | {'wall s':>6} {'p50 s':>6} {'p99 s':>6} | "
-        f"{'gateway':>7} {'tools':>6} {'client':>6} cpu ms/ep | {'gateway rss MB before/peak/after':>32} | "
+        f"{'gateway':>7} {'tools':>6} {'client':>6} cpu ms/ep | {memory:>37} | "
         f"{'fds':>4} {'procs':>5}"
     )
     try:
         if args.warmup:
-            asyncio.run(run_round(gateway.url, base, args.warmup, "warmup"))
+            asyncio.run(run_round(url, base, args.warmup, "warmup"))
             time.sleep(args.settle_s)
         print(header, flush=True)
         for count in args.episodes:
-            before, tools_before = proc_stats(pid), tools_cpu(pid)
+            before, tools_before = gateway.stats(), gateway.tools_cpu()
             client_before = resource.getrusage(resource.RUSAGE_SELF)
             steps: dict[str, list[float]] = {step: [] for step in STEPS}
             started = time.perf_counter()
             times, problems, peak = asyncio.run(
-                measured_round(gateway.url, base, count, pid, args.round_limit_s, steps)
+                measured_round(url, base, count, gateway, args.round_limit_s, steps)
             )
             wall = time.perf_counter() - started
             client_after = resource.getrusage(resource.RUSAGE_SELF)
             time.sleep(args.settle_s)
-            after, tools_after = proc_stats(pid), tools_cpu(pid)
+            after, tools_after = gateway.stats(), gateway.tools_cpu()
             failed = sum(p.startswith("failed") for p in problems)
             crosstalk = sum(p.startswith("cross-talk") for p in problems)
             p50 = statistics.median(times) if times else float("nan")
@@ -256,8 +362,8 @@ def main() -> None:
             print(
                 f"{count:>8} | {len(times) - crosstalk:>5} {failed:>6} {crosstalk:>6} | "
                 f"{wall:>6.1f} {p50:>6.2f} {p99:>6.2f} | {cpu:>7.1f} {tools:>6.1f} {client:>6.1f}           | "
-                f"{before['rss']:>12.0f} / {peak:>6.0f} / {after['rss']:>6.0f} | "
-                f"{after['fds']:>4} {after['children']:>5}",
+                f"{before['rss']:>17.0f} / {peak:>6.0f} / {after['rss']:>6.0f} | "
+                f"{after['fds'] if after['fds'] >= 0 else '-':>4} {after['children'] if after['children'] >= 0 else '-':>5}",
                 flush=True,
             )
             means = ", ".join(f"{k} {statistics.mean(v):.2f}" for k, v in steps.items() if v)
@@ -267,13 +373,7 @@ def main() -> None:
         health = httpx.get(base + "/health").json()
         print(f"after all rounds: {health['sessions']} sessions open, {health['episodes']} episodes")
     finally:
-        gateway.stop()
-    alive = [p for p in servers_left if Path(f"/proc/{p}").exists()]
-    roots = list((folder / "sandbox").glob("run-*"))
-    print(
-        f"after stop: gateway exited {gateway.process.returncode}; {len(alive)} of its {len(servers_left)} "
-        f"tool servers alive; {len(roots)} episode roots left"
-    )
+        print(f"after stop: {gateway.stop()}")
     sys.exit(0)
 
 

@@ -1,11 +1,10 @@
 """The GAIA agent end to end: AWorld agent, real gateway and tool servers, scripted policy, GAIA scorer."""
 
 import json
-import re
 
 import httpx
 import pytest
-from gaia_support import SAMPLE, TOKEN, standard_servers, start_gateway
+from gaia_support import SAMPLE, TOKEN, scripted_gaia_model, standard_servers, start_gateway
 
 from aworld_train.agents.gaia_client import get_agent_tool_env_and_servers
 from aworld_train.aworld.agent_spec import load_agent_spec
@@ -58,71 +57,6 @@ def test_gaia_metadata_becomes_rows_and_names_missing_attachments(tmp_path):
         load_gaia(broken)
 
 
-def _call(name: str, arguments: dict) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-# One tool call per task, then an answer read off what the tool returned.
-PLAN = {
-    "3817 multiplied": (_call("calculate", {"expression": "3817 * 29"}), lambda out: out),
-    "total of the Amount": (
-        _call("read_document", {"path": "sales.csv"}),
-        lambda out: f"{sum(float(line.split('|')[2]) for line in out.splitlines()[1:]):g}",
-    ),
-    "name of the ship": (
-        _call("read_document", {"path": "expedition_note.txt"}),
-        lambda out: re.search(r"on the (.+?) with", out).group(1),
-    ),
-    "quantity below 10": (
-        _call("read_document", {"path": "inventory.json"}),
-        lambda out: str(len([q for q in re.findall(r'"quantity": (\d+)', out) if int(q) < 10])),
-    ),
-    "workshop": (
-        _call("read_document", {"path": "workshop_report.docx"}),
-        lambda out: re.search(r"held in (\w+)", out).group(1),
-    ),
-    "budget": (
-        _call("read_document", {"path": "minutes.pdf"}),
-        lambda out: re.search(r"budget of (\d+) euros", out).group(1),
-    ),
-    "prime numbers": (
-        _call(
-            "run_python",
-            {
-                "code": "ps=[n for n in range(101,200) if all(n%d for d in range(2,n))]\n"
-                "print(', '.join(map(str, ps[:5])))"
-            },
-        ),
-        lambda out: out.strip(),
-    ),  # fmt: skip
-    "decimal digits": (_call("run_python", {"code": "print(sum(map(int, str(2**100))))"}), str.strip),
-    "Fibonacci": (
-        _call("run_python", {"code": "a, b = 1, 1\nfor _ in range(18): a, b = b, a + b\nprint(b)"}),
-        str.strip,
-    ),
-    # A wrong reading on purpose: the scorer must give it 0.
-    "highest total": (_call("read_document", {"path": "sales.csv"}), lambda out: "North"),
-}
-
-
-def _reply(tokenizer):
-    def reply(prompt_ids: list[int]) -> str:
-        text = tokenizer.decode(prompt_ids)
-        question = text.split("<|im_start|>user\n", 1)[1]
-        call, answer = next(v for k, v in PLAN.items() if k in question)
-        if "<tool_response>" not in text and "<|im_start|>tool" not in text:
-            return call
-        output = (
-            text.rsplit("<tool_response>", 1)[-1]
-            if "<tool_response>" in text
-            else text.rsplit("tool\n", 1)[-1]
-        )
-        output = output.split("</tool_response>", 1)[0].split("<|im_end|>", 1)[0].strip()
-        return f"I have what I need. <answer>{answer(output)}</answer>"
-
-    return reply
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     server = start_gateway(tmp_path_factory.mktemp("gaia-eval"), standard_servers())
@@ -138,7 +72,7 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
                                        authorization=TOKEN))  # fmt: skip
     assert TOKEN not in spec.to_yaml()
     tasks = load_tasks(load_gaia(SAMPLE))
-    policy = ScriptedPolicy(tokenizer, _reply(tokenizer), im_end)
+    policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
     runtime = make_runtime(policy, max_turns=4, max_new_tokens=256, episode_timeout_s=120)
     report = await evaluate(spec, tasks, runtime, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"),
                             show_progress=False)  # fmt: skip

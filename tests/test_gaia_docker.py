@@ -143,3 +143,11 @@ async def test_search_server_uses_its_keys_and_refuses_to_start_without_them(mon
         assert "city in Norway" in await search.wiki_summary_text("Tromsø")
     finally:
         api.shutdown()
+
+
+def test_env_template_lines_read_the_same_in_bash_and_compose():
+    """Docker Compose's env_file reader takes `KEY=   # note` as the value '# note' (the gateway then
+    looked for a config file of that name): the template keeps notes on lines of their own."""
+    for line in (GAIA_ENV / ".env_template").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            assert "#" not in line.split("=", 1)[1], line

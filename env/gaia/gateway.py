@@ -14,6 +14,8 @@
 - `Host` and `Origin` must be loopback names or listed in `allowed_hosts`/`allowed_origins`
   (DNS rebinding); episode folders live under a root the gateway removes when it stops,
   which a restarted python server finds again.
+- Every tool call is one line of `calls.jsonl` in the log folder (episode, tool, server,
+  seconds, ok).
 
 Run: `aworld-train env up gaia [--port 8080] [--host 127.0.0.1]`.
 """
@@ -26,6 +28,7 @@ import contextlib
 import ctypes
 import gc
 import hmac
+import json
 import logging
 import os
 import resource
@@ -62,6 +65,7 @@ from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH
 SERVERS_HEADER = "MCP_SERVERS"
 PREFIX_SEPARATOR = "__"
 PROBE_EPISODE = "gateway-probe"
+CALLS_LOG = "calls.jsonl"
 SANDBOX_DIR_ENV = "GAIA_SANDBOX_DIR"
 ALLOWED_HOSTS_ENV = "GAIA_GATEWAY_ALLOWED_HOSTS"
 LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
@@ -134,6 +138,8 @@ class Gateway:
         self.sessions: OrderedDict[tuple[str, str], BackendSession | StatelessSession] = OrderedDict()
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         self._monitor: asyncio.Task | None = None
+        # one JSON line per tool call (episode, tool, server, seconds, ok): what reached the tools
+        self.calls_log = log_dir / CALLS_LOG if log_dir else None
 
     # ---- start and stop
     async def start(self) -> None:
@@ -264,6 +270,25 @@ class Gateway:
         return [tool for server in servers for tool in self.tools.get(server, [])]
 
     async def call_tool(self, episode: str, servers: list[str], name: str, arguments: dict):
+        started = time.monotonic()
+        ok = False
+        try:
+            result = await self._call_tool(episode, servers, name, arguments)
+            ok = not result.isError
+            return result
+        finally:
+            self._log_call(episode, name, time.monotonic() - started, ok)
+
+    def _log_call(self, episode: str, tool: str, seconds: float, ok: bool) -> None:
+        if self.calls_log is None:
+            return
+        route = self.routes.get(tool)
+        record = {"episode": episode, "tool": tool, "server": route[0].name if route else None,
+                  "s": round(seconds, 4), "ok": ok}  # fmt: skip
+        with self.calls_log.open("a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    async def _call_tool(self, episode: str, servers: list[str], name: str, arguments: dict):
         if not episode.strip():
             raise ToolCallFailed(
                 f"no {EPISODE_HEADER} header: tool calls must name their episode, so episodes never share state"

@@ -133,6 +133,8 @@ def serve(transport: str = "http", host: str = "127.0.0.1", port: int = 8767) ->
         runner = build_runner()
     except SandboxUnavailable as exc:
         raise SystemExit(f"python sandbox not started: {exc}") from None
+    # which isolation this machine allowed (bwrap where namespaces may be made, else per-episode uids)
+    print(f"python sandbox: {runner.sandbox.mode}", file=sys.stderr, flush=True)
     if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
         # Python 3.11 waits for each child in a thread of its own; a pidfd on the event loop
         # is cheaper (and what 3.12 does by default).

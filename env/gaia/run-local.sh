@@ -5,15 +5,28 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+if ! docker compose version >/dev/null 2>&1; then
+  echo "needs Docker with Compose v2 (docker compose): https://docs.docker.com/compose/install/" >&2
+  exit 1
+fi
 if [ ! -f .env ]; then
   cp .env_template .env
   echo "created env/gaia/.env from .env_template; add keys there (search needs GOOGLE_API_KEY, GOOGLE_CSE_ID)"
 fi
+# .env fills what the caller's environment leaves unset (the caller wins, as with docker compose)
+given="$(export -p)"
 set -a
 # shellcheck disable=SC1091
 . ./.env
 set +a
+eval "$given"
 port="${GAIA_MCP_PORT:-8080}"
+
+# a CA bundle for pip and the gateway behind a TLS-intercepting proxy (see ca/README.md)
+rm -f ca/ca-bundle.crt
+if [ -n "${GAIA_CA_BUNDLE:-}" ]; then
+  cp "$GAIA_CA_BUNDLE" ca/ca-bundle.crt
+fi
 
 docker compose -f docker-compose.yaml up -d --build
 
