@@ -43,8 +43,19 @@ def test_device_cpu_renders_the_same_command_with_the_cpu_rollout(tmp_path, tiny
     # the rendered file is what main_ppo reads
     assert "num_gpus: 1" in run.config_text() and "name: aworld_cpu" in run.config_text()
     for rendered in (run, gpu):
-        sampler = rendered.final.trainer.v1.sampler.custom_sampler
-        assert sampler.name == "EpisodeStatusSampler" and Path(sampler.path).name == "episodes.py"
+        sampler = rendered.final.trainer.v1.sampler
+        assert sampler.custom_sampler.name == "EpisodeStatusSampler"
+        assert Path(sampler.custom_sampler.path).name == "episodes.py"
+        # groups with no episode to train are replaced; 3 steps of 8 prompts (the defaults) in a row stop the run
+        assert sampler.sync_refill_failed_groups is True
+        assert dict(sampler.sampler_kwargs) == {"refill_failed_groups": True, "failed_groups_limit": 3 * 8}
+
+
+def test_a_run_may_keep_failed_groups(tmp_path, tiny_model_dir):
+    native = {"trainer": {"device": "cpu", "v1": {"sampler": {"sync_refill_failed_groups": False}}}}
+    sampler = trainer_for(tmp_path, _config(tiny_model_dir, native)).render().final.trainer.v1.sampler
+    assert sampler.sync_refill_failed_groups is False
+    assert sampler.sampler_kwargs.refill_failed_groups is False
 
 
 def test_the_example_is_a_cpu_run(tmp_path, tiny_model_dir):
@@ -124,3 +135,89 @@ def test_cpu_server_samples_with_logprobs_and_loads_the_actors_weights(tiny_mode
     assert asyncio.run(server.generate(prompt, params)).extra_fields["global_steps"] == 3
     with pytest.raises(RuntimeError, match="do not match"):
         asyncio.run(server.load_weights([("not.a.weight", torch.zeros(1))], global_steps=4))
+
+
+class FakeStore:
+    """TransferQueue's key-value calls that verl's replay buffer makes, over a dict."""
+
+    def __init__(self):
+        self.data: dict[str, dict[str, dict]] = {}
+
+    def kv_list(self, partition_id=None):
+        if partition_id is None:
+            return {pid: dict(items) for pid, items in self.data.items()}
+        return {partition_id: dict(self.data.get(partition_id, {}))}
+
+    def kv_clear(self, keys, partition_id):
+        for key in [keys] if isinstance(keys, str) else keys:
+            self.data.get(partition_id, {}).pop(key, None)
+
+    def group(self, uid: str, statuses: list[str]) -> None:
+        """One finished prompt group as verl's agent loop leaves it, with our episode tags."""
+        trained = [s for s in statuses if s == "ok"]
+        train = self.data.setdefault("train", {})
+        train[uid] = {"is_prompt": True, "status": "finished" if trained else "failure", "global_steps": 1}
+        for i, status in enumerate(statuses):
+            if status == "ok":
+                train[f"{uid}_{i}"] = {"reward": 1.0}
+            tag = {"status": status, "trained": status == "ok", "reward": 0.0}
+            self.data.setdefault("aworld_episodes", {})[f"{uid}_{i}"] = tag
+
+
+@pytest.fixture
+def store(monkeypatch):
+    import transfer_queue
+
+    fake = FakeStore()
+    monkeypatch.setattr(transfer_queue, "kv_list", fake.kv_list)
+    monkeypatch.setattr(transfer_queue, "kv_clear", fake.kv_clear)
+    return fake
+
+
+def _sampler(refill, limit):
+    from omegaconf import OmegaConf
+
+    from aworld_train.engines.verl.episodes import EpisodeStatusSampler
+
+    return EpisodeStatusSampler(
+        trainer_mode="sync",
+        trainer_config=OmegaConf.create({}),
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs=OmegaConf.create({"refill_failed_groups": True, "failed_groups_limit": limit}),
+        refill_fn=refill,
+    )
+
+
+def test_a_group_with_no_episode_to_train_is_replaced_and_counted(store):
+    """verl's sync trainer stops with a RuntimeError when a batch holds only such groups."""
+    store.group("a", ["malformed_tool_call", "tool_timeout"])
+    replaced = []
+
+    def refill(count):
+        replaced.append(count)
+        store.group("b", ["ok", "malformed_tool_call"])
+
+    batch, metrics = _sampler(refill, limit=6).sample(1, "train", 1)
+    assert replaced == [1] and batch.keys == ["b_0"]
+    assert metrics["training/aworld/episodes"] == 4 and metrics["training/aworld/trained"] == 1
+    assert metrics["training/aworld/status/tool_timeout"] == 1
+    assert metrics["training/aworld/status/malformed_tool_call"] == 2
+    assert store.data["aworld_episodes"] == {}  # counted once
+
+
+def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store):
+    from aworld_train.errors import RunCannotLearn
+
+    store.group("g0", ["malformed_tool_call", "malformed_tool_call"])
+    refills = []
+
+    def refill(count):
+        refills.append(count)
+        store.group(f"g{len(refills)}", ["malformed_tool_call", "malformed_tool_call"])
+
+    with pytest.raises(
+        RunCannotLearn, match="last 3 prompt groups.*malformed_tool_call 6.*rollout.tool_parser"
+    ):
+        _sampler(refill, limit=3).sample(1, "train", 1)
+    assert refills == [1, 1]

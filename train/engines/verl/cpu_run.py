@@ -99,17 +99,25 @@ def cpu_env() -> dict[str, str]:
 
 
 def sampler_derived(cfg: TrainConfig) -> list[Derived]:
-    """verl's replay buffer with episode statuses in its metrics (engines/verl/episodes.py).
+    """verl's replay buffer with episode statuses in its metrics, replacing prompt groups that have
+    no episode to train (engines/verl/episodes.py); a run may say
+    `trainer.v1.sampler.sync_refill_failed_groups: false` to keep them.
 
-    verl hands a custom sampler none of its DAPO group-filtering or failed-group refill
-    settings, so a run that enables those keeps verl's own replay buffer."""
-    if _native(cfg, "algorithm.filter_groups.enable") or _native(
-        cfg, "trainer.v1.sampler.sync_refill_failed_groups"
-    ):
+    verl hands a custom sampler none of its DAPO group-filtering settings, so a run that enables
+    them keeps verl's own replay buffer."""
+    if _native(cfg, "algorithm.filter_groups.enable"):
         return []
     mode = _native(cfg, "trainer.v1.trainer_mode") or "sync"
     name = "EpisodeStatusSampler" if mode == "sync" else "EpisodeStatusSamplerAsync"
+    given = _native(cfg, "trainer.v1.sampler.sync_refill_failed_groups")
+    refill = mode == "sync" and given is not False
     return [
         Derived("trainer.v1.sampler.custom_sampler.path", str(EPISODES_FILE)),
         Derived("trainer.v1.sampler.custom_sampler.name", name),
+        Derived("trainer.v1.sampler.sync_refill_failed_groups", refill),
+        Derived("trainer.v1.sampler.sampler_kwargs.refill_failed_groups", refill),
+        Derived(
+            "trainer.v1.sampler.sampler_kwargs.failed_groups_limit",
+            cfg.trainer.stop_after_failed_steps * cfg.data.batch_size,
+        ),
     ]

@@ -10,6 +10,14 @@ trainer and returns them with its sampling metrics, which verl merges into the s
 
     training/aworld/episodes, training/aworld/trained, training/aworld/failed,
     training/aworld/status/<status> (every status, 0 included), training/aworld/reward/mean
+
+A prompt group none of whose episodes can be trained (every one failed, or malformed) is
+replaced by a fresh prompt, as verl's `trainer.v1.sampler.sync_refill_failed_groups` does for
+its own buffer: without that, a batch of such groups stops verl's sync trainer with a
+RuntimeError. verl hands a custom sampler none of its refill settings
+(trainer_base._build_replay_buffer), so the render passes ours in `sampler_kwargs`. A policy
+that only fails would be refilled forever: after `failed_groups_limit` such groups in a row
+(trainer.stop_after_failed_steps steps' worth) the run stops with their statuses.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from typing import Any
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
+from aworld_train.errors import RunCannotLearn
+from aworld_train.rollout.failure_streak import FIXES
 from aworld_train.rollout.trajectory import STATUSES, Trajectory
 
 PARTITION = "aworld_episodes"
@@ -52,7 +62,46 @@ def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]
 
 
 class _EpisodeStatuses:
-    """Mixed into verl's replay buffers: the selected groups' episode tags as sampling metrics."""
+    """Mixed into verl's replay buffers: the selected groups' episode tags as sampling metrics,
+    and failed groups replaced by fresh prompts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        options = dict(self.sampler_kwargs or {})
+        if options.get("refill_failed_groups") and self.trainer_mode == "sync":
+            # the render derived trainer.v1.sampler.sync_refill_failed_groups, so verl's
+            # dataloader fetches one prompt at a time, as a refill needs
+            self.sync_refill_failed_groups = True
+            self.gen_batch_size = 1
+        self._failed_groups_limit = int(options.get("failed_groups_limit", 0))
+        self._failed_in_a_row: set[str] = set()
+        self._aworld_selected: list[str] = []
+
+    def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
+        reasons = super()._terminal_eviction_reasons(global_steps, partition_id)
+        failed = reasons[2]
+        if failed:
+            self._failed_in_a_row |= failed
+            if self._failed_groups_limit and len(self._failed_in_a_row) >= self._failed_groups_limit:
+                raise RunCannotLearn(self._cannot_learn_message())
+        return reasons
+
+    def _cannot_learn_message(self) -> str:
+        tags = [tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in self._failed_in_a_row]
+        statuses = Counter(str(t.get("status")) for t in tags)
+        listed = ", ".join(f"{status} {count}" for status, count in statuses.most_common())
+        cause = statuses.most_common(1)[0][0] if statuses else ""
+        fix = FIXES.get(cause) or (
+            "the policy writes no tool call the parser reads: check rollout.tool_parser, or set "
+            "rollout.train_on_malformed: true"
+            if cause == "malformed_tool_call"
+            else "see the episodes' errors in the engine log"
+        )
+        return (
+            f"no episode of the last {len(self._failed_in_a_row)} prompt groups could be trained "
+            f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}. "
+            "trainer.stop_after_failed_steps=0 keeps such a run going"
+        )
 
     def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
         self._aworld_selected = list(selected_prompt_uids)
@@ -63,13 +112,20 @@ class _EpisodeStatuses:
 
         self._aworld_selected = []
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
-        selected = set(self._aworld_selected)
-        tags = (tq.kv_list(partition_id=PARTITION) or {}).get(PARTITION, {})
-        mine = {key: tag for key, tag in tags.items() if key.rsplit("_", 1)[0] in selected}
+        # the replaced groups' episodes count too: they show as failed in this step's statuses
+        counted = set(self._aworld_selected) | self._failed_in_a_row
+        self._failed_in_a_row = set()
+        mine = {key: tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in counted}
         metrics.update(episode_metrics(self._metrics_prefix(partition_id), list(mine.values())))
         if mine:
             tq.kv_clear(keys=list(mine), partition_id=PARTITION)
         return batch, metrics
+
+
+def _tags() -> dict[str, dict[str, Any]]:
+    import transfer_queue as tq
+
+    return (tq.kv_list(partition_id=PARTITION) or {}).get(PARTITION, {})
 
 
 class EpisodeStatusSampler(_EpisodeStatuses, ReplayBuffer):

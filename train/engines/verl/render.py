@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     from aworld_train.config import TrainConfig
 
 AGENT_NAME = "aworld_agent"
-OPEN_SECTIONS = ("actor_rollout_ref.model.override_config", "critic.model.override_config")
+OPEN_SECTIONS = (
+    "actor_rollout_ref.model.override_config",
+    "critic.model.override_config",
+    "trainer.v1.sampler.sampler_kwargs",  # a custom sampler's own options (engines/verl/episodes.py)
+)
 
 
 def attention_implementation() -> str:
