@@ -8,6 +8,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import sys  # noqa: E402
+
+import early_runs  # noqa: E402
 import pytest  # noqa: E402
 
 from aworld_train.config import RolloutConfig  # noqa: E402
@@ -102,3 +105,18 @@ def make_runtime(tokenizer, stop_ids):
         return RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block=cfg.tool_block), stop_ids, cfg)
 
     return make
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The long end-to-end runs' tests go last: their runs start with the session (below)."""
+    items.sort(key=lambda item: item.module.__name__ in early_runs.EARLY_MODULES)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_end_to_end_runs(request, tmp_path_factory):
+    """Start the collected long runs now, to overlap the rest of the suite (tests/early_runs.py)."""
+    names = {item.module.__name__ for item in request.session.items} & set(early_runs.EARLY_MODULES)
+    for name in sorted(names):
+        early_runs.start(name, sys.modules[name].start_run, tmp_path_factory.mktemp(name))
+    yield
+    early_runs.stop_all()

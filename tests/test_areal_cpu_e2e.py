@@ -3,7 +3,8 @@ examples/calculator/grpo_areal_cpu.yaml, in the AReaL environment, launches ARea
 single-controller PPOTrainer through our entry point (FSDP actor on AReaL's CPU platform and
 gloo, its rollout workers running our AWorldWorkflow against the real calculator MCP server, our
 policy server in SGLang's place) for 2 GRPO steps. One run, shared by every assertion; a few
-minutes on 2 cores, hence `slow`.
+minutes on 2 cores, hence `slow`; it starts with the session and runs beside the other tests
+(tests/early_runs.py).
 
 The random tiny model never answers right, so the run's reward is the dense stand-in of the verl
 CPU test (tests/verl_cpu_support.py), which raises for one task: its episodes fail inside the run.
@@ -15,6 +16,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import early_runs
 import pytest
 from areal_support import AREAL_PYTHON, ROOT, needs_areal
 
@@ -38,9 +40,9 @@ def scalars(tensorboard: Path) -> dict[str, dict[int, float]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("areal_cpu")
+def start_run(tmp: Path) -> early_runs.Started | None:
+    if not AREAL_PYTHON:
+        return None
     model = tmp / "tiny"
     subprocess.run([AREAL_PYTHON, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
     run_dir = tmp / "run"
@@ -60,20 +62,30 @@ def run(tmp_path_factory):
         f"data.train={train}",
         f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
     ]
-    proc = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=1400)
-    log = proc.stdout + proc.stderr
-    (tmp / "run.log").write_text(log)
-    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
-    events = (run_dir / "areal" / "cpu_server_events.jsonl").read_text().splitlines()
-    return {
-        "rc": proc.returncode,
-        "log": log,
-        "run_dir": run_dir,
-        "model": model,
-        "stats": scalars(run_dir / "tensorboard"),
-        "episodes": episodes,
-        "weight_loads": [json.loads(line) for line in events],
-    }
+
+    def collect(returncode: int, log: str) -> dict:
+        episodes = run_dir / "episodes.jsonl"
+        events = run_dir / "areal" / "cpu_server_events.jsonl"
+        return {
+            "rc": returncode,
+            "log": log,
+            "run_dir": run_dir,
+            "model": model,
+            "stats": scalars(run_dir / "tensorboard"),
+            "episodes": [json.loads(line) for line in episodes.read_text().splitlines()]
+            if episodes.is_file()
+            else [],
+            "weight_loads": [json.loads(line) for line in events.read_text().splitlines()]
+            if events.is_file()
+            else [],
+        }
+
+    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("areal_cpu"))
 
 
 def test_areals_trainer_finishes_two_steps(run):

@@ -1,7 +1,8 @@
 """verl's own trainer, end to end on a CPU: `aworld-train run` on
 examples/calculator/grpo_verl_cpu.yaml launches verl's `main_ppo` (V1 trainer, FSDP2 actor on
 gloo, the `aworld_cpu` rollout serving our AWorldAgentLoop, the real calculator MCP server) for
-2 GRPO steps. One run, shared by every assertion; a few minutes on 2 cores, hence `slow`.
+2 GRPO steps. One run, shared by every assertion; a few minutes on 2 cores, hence `slow`; it
+starts with the session and runs beside the other tests (tests/early_runs.py).
 
 The random tiny model never answers right, so the run's reward is a dense stand-in
 (tests/verl_cpu_support.py); weight decay is 0 in the example, so weights move only by gradients.
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import early_runs
 import pytest
 
 pytest.importorskip("verl")
@@ -47,9 +49,7 @@ def parse_steps(log: str) -> dict[int, dict[str, float]]:
     return steps
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("verl_cpu")
+def start_run(tmp: Path) -> early_runs.Started:
     model = tmp / "tiny"
     subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
     run_dir = tmp / "run"
@@ -75,11 +75,17 @@ def run(tmp_path_factory):
         f"data.train={train}",
         f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
     ]
+
+    def collect(returncode: int, log: str) -> dict:
+        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}
+
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
-    proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=1400)
-    log = proc.stdout + proc.stderr
-    (tmp / "run.log").write_text(log)
-    return {"rc": proc.returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}
+    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env=env)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("verl_cpu"))
 
 
 def test_main_ppo_finishes_two_steps(run):
