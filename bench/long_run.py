@@ -97,8 +97,9 @@ def main() -> None:
     from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids
+    from aworld_train.rollout.batch import run_episodes
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+    from aworld_train.rollout.runtime import RolloutRuntime
     from aworld_train.rollout.trajectory import Task
 
     install()

@@ -133,7 +133,8 @@ async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
     from aworld_train.engines.verl.loop import VerlServerPolicy
     from aworld_train.models import stop_token_ids
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import Episode, RolloutRuntime
+    from aworld_train.rollout.episode import Episode
+    from aworld_train.rollout.runtime import RolloutRuntime
     from aworld_train.rollout.trajectory import Task
 
     renderer = ChatRenderer(tokenizer, tool_block="never")

@@ -237,8 +237,8 @@ def main() -> None:
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime
     from aworld_train.rollout.policy import ScriptedPolicy
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)

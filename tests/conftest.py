@@ -97,7 +97,7 @@ def calculator_spec(calculator_server):
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     def make(policy, **rollout):
         rollout.setdefault("tool_block", "never")

@@ -19,7 +19,8 @@ from aworld_train.env.agentgym.status import read_status
 from aworld_train.env.launcher import start_server
 from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, release_url
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import Episode, run_episodes
+from aworld_train.rollout.batch import run_episodes
+from aworld_train.rollout.episode import Episode
 from aworld_train.rollout.policy import ScriptedPolicy
 from aworld_train.rollout.trajectory import Task
 

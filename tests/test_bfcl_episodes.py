@@ -12,7 +12,8 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` 
 from aworld_train.env.bfcl import catalog  # noqa: E402
 from aworld_train.reward import RewardFunction  # noqa: E402
 from aworld_train.rewards.bfcl_replay import bfcl_results, parse_call  # noqa: E402
-from aworld_train.rollout.episode import Episode, run_episodes  # noqa: E402
+from aworld_train.rollout.batch import run_episodes  # noqa: E402
+from aworld_train.rollout.episode import Episode  # noqa: E402
 from aworld_train.rollout.policy import ScriptedPolicy  # noqa: E402
 from aworld_train.rollout.trajectory import Task  # noqa: E402
 

@@ -22,9 +22,10 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.engines.local.learner import build_samples
     from aworld_train.models import stop_token_ids
+    from aworld_train.rollout.batch import run_episodes
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime, run_episodes
     from aworld_train.rollout.policy import Generation, ScriptedPolicy
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     script = GroupScript(tokenizer)
     policy = ScriptedPolicy(tokenizer, lambda prompt: Generation(*script.reply(prompt)))

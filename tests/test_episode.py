@@ -13,7 +13,8 @@ import pytest
 from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.env.launcher import free_port, port_open
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import Episode, run_episodes
+from aworld_train.rollout.batch import run_episodes
+from aworld_train.rollout.episode import Episode
 from aworld_train.rollout.policy import ScriptedPolicy
 from aworld_train.rollout.trajectory import Task
 

@@ -145,7 +145,7 @@ def test_the_compose_files_limits_are_in_force(container):
     assert httpx.post(container.url, json={}, timeout=10).status_code == 401
 
 
-async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end, make_runtime):
+async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.aworld.agent_spec import load_agent_spec
     from aworld_train.dataset import load_tasks
@@ -153,14 +153,18 @@ async def test_the_gaia_agent_runs_episodes_through_the_container(container, tok
     from aworld_train.evaluate import evaluate
     from aworld_train.reward import RewardFunction
     from aworld_train.rollout.policy import ScriptedPolicy
+    from aworld_train.rollout.runner import EpisodeRunner
+    from aworld_train.rollout.settings import RolloutConfig
 
     spec = load_agent_spec(build_agent(url=container.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
     tasks = load_tasks(load_gaia(SAMPLE))
-    runtime = make_runtime(ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end), max_turns=4,
-                           max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
-    report = await evaluate(spec, tasks, runtime, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"),
-                            show_progress=False)  # fmt: skip
+    settings = RolloutConfig(max_turns=4, max_new_tokens=256, episode_timeout_s=120, tool_block="never")
+    runner = EpisodeRunner(
+        spec, tokenizer, settings, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward")
+    )
+    policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
+    report = await evaluate(runner, policy, tasks, show_progress=False)
     assert [t.status for t in report.trajectories] == ["ok"] * 10
     assert report.summary()["accuracy"] == pytest.approx(0.9)  # the sample's one wrong reading
     tools = {t.tool_calls[0].name for t in report.trajectories}
@@ -283,9 +287,10 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.env.gaia.dataset import load_gaia
     from aworld_train.models import load_tokenizer, stop_token_ids
+    from aworld_train.rollout.batch import run_episodes
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime, run_episodes
     from aworld_train.rollout.policy import ScriptedPolicy
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     model = tiny_model(tmp_path / "tiny")
     run_dir = tmp_path / "run"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import run_episodes
+from aworld_train.rollout.batch import run_episodes
 from aworld_train.rollout.policy import ScriptedPolicy
 from aworld_train.rollout.trajectory import Task
 

@@ -1,5 +1,6 @@
 """The package's layers hold: tool servers import only the protocol, engines never see the facade,
-and no module-level import loop exists anywhere in the package."""
+the rollout core knows neither AWorld nor the config, and no import loop exists anywhere in the
+package, at any level (module, function, TYPE_CHECKING)."""
 
 from __future__ import annotations
 
@@ -33,18 +34,21 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(path: Path, module_level_only: bool) -> set[str]:
-    """aworld_train modules imported by `path` (module level: run at import, outside TYPE_CHECKING)."""
+def _imports(
+    path: Path, module_level_only: bool, type_checking: bool = False, prefix: str = "aworld_train"
+) -> set[str]:
+    """Modules under `prefix` imported by `path` (module level: run at import); TYPE_CHECKING
+    imports count only with `type_checking`."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
 
     def visit(nodes, top: bool) -> None:
         for node in nodes:
-            if isinstance(node, ast.If) and _is_type_checking(node):
+            if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
                 continue
             if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("aworld_train"))
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aworld_train"):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == prefix)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == prefix:
                 found.add(node.module)
                 found.update(f"{node.module}.{a.name}" for a in node.names)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -64,15 +68,14 @@ def _resolve(names: set[str], modules: dict[str, Path]) -> set[str]:
     return {n for n in names if n in modules}
 
 
-def test_no_module_level_import_cycle():
-    modules = _modules()
-    graph = {m: _resolve(_imports(p, module_level_only=True), modules) - {m} for m, p in modules.items()}
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[list[str]] = []
 
-    def connect(v: str) -> None:  # Tarjan's strongly connected components
+    def connect(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         for w in graph[v]:
@@ -94,7 +97,71 @@ def test_no_module_level_import_cycle():
     for v in graph:
         if v not in index:
             connect(v)
-    assert not cycles, f"module-level import loops: {cycles}"
+    return cycles
+
+
+def test_no_import_cycle_at_any_level():
+    """Function-level and TYPE_CHECKING imports count: a loop there is a loop in the design."""
+    modules = _modules()
+    graph = {
+        m: _resolve(_imports(p, module_level_only=False, type_checking=True), modules) - {m}
+        for m, p in modules.items()
+    }
+    assert not _cycles(graph), f"import loops: {_cycles(graph)}"
+
+
+def test_the_rollout_core_imports_neither_aworld_nor_the_config():
+    """Episodes, ledger, statuses and codec reach an agent only through rollout/driver.py."""
+    offenders = {
+        m: sorted(
+            n
+            for n in _imports(p, module_level_only=False, type_checking=True)
+            | _imports(p, module_level_only=False, type_checking=True, prefix="aworld")
+            if n in ("aworld_train.config", "aworld") or n.startswith(("aworld_train.aworld", "aworld."))
+        )
+        for m, p in _modules().items()
+        if m.startswith("aworld_train.rollout")
+    }
+    assert not {m: n for m, n in offenders.items() if n}, offenders
+
+
+# the layers of docs/ARCHITECTURE.md, top to bottom: a module imports only its own layer and those
+# below (the longest prefix names a module's layer; `aworld_train` alone is the facade's package)
+LAYERS = (
+    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft",
+                "aworld_train.eval_suite", "aworld_train.agentgym_data")),
+    ("engines", ("aworld_train.engines",)),
+    ("checks and evaluation", ("aworld_train.preflight", "aworld_train.mcp_check", "aworld_train.servers",
+                               "aworld_train.evaluate", "aworld_train.run_folder")),
+    ("config", ("aworld_train.config", "aworld_train.dataset", "aworld_train.reward", "aworld_train.dotenv_files",
+                "aworld_train.engines.base", "aworld_train.engines.registry", "aworld_train.agents",
+                "aworld_train.rewards")),
+    ("AWorld layer", ("aworld_train.aworld",)),
+    ("rollout core", ("aworld_train.rollout", "aworld_train.models")),
+    ("tool servers", ("aworld_train.env",)),
+    ("ground floor", ("aworld_train.protocol", "aworld_train.errors", "aworld_train.paths", "aworld_train.validation")),
+)  # fmt: skip
+
+
+def _layer(module: str) -> int:
+    matches = [
+        (len(prefix), i)
+        for i, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(matches)[1]
+
+
+def test_imports_go_down_the_layers_only():
+    modules = _modules()
+    upward = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {n} ({LAYERS[_layer(n)][0]})"
+        for m, p in modules.items()
+        for n in _resolve(_imports(p, module_level_only=False, type_checking=True), modules)
+        if _layer(n) < _layer(m)
+    ]
+    assert not upward, "\n".join(sorted(upward))
 
 
 def test_env_imports_only_the_protocol_layer():
@@ -136,3 +203,10 @@ def test_structure_checks_can_fail(tmp_path):
         "aworld_train.rollout.episode",
     }
     assert _imports(source, module_level_only=True) == set()
+    assert "aworld_train.trainer" in _imports(source, module_level_only=False, type_checking=True)
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert (
+        _layer("aworld_train.engines.base")
+        > _layer("aworld_train.engines.verl.render")
+        > _layer("aworld_train")
+    )

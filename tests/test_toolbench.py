@@ -14,7 +14,8 @@ from aworld_train.dataset import load_tasks
 from aworld_train.env.toolbench import catalog
 from aworld_train.env.toolbench.virtual import answer_from_cache, cache_file, request_body
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import Episode, run_episodes
+from aworld_train.rollout.batch import run_episodes
+from aworld_train.rollout.episode import Episode
 from aworld_train.rollout.policy import ScriptedPolicy
 
 SAMPLE = Path(__file__).parents[1] / "examples" / "toolbench"

@@ -77,7 +77,7 @@ async def record(spec, runtime_for) -> dict:
 def runtime_for(tokenizer, stop_ids):
     from aworld_train.config import RolloutConfig
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stop_ids[0])
@@ -107,7 +107,7 @@ def _write() -> None:  # pragma: no cover - run by hand
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids
     from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.runtime import RolloutRuntime
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)

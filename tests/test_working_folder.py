@@ -19,7 +19,8 @@ from aworld_train.aworld.agent_spec import load_agent_spec
 from aworld_train.config import RolloutConfig
 from aworld_train.models import load_tokenizer, stop_token_ids
 from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.episode import Episode, RolloutRuntime
+from aworld_train.rollout.episode import Episode
+from aworld_train.rollout.runtime import RolloutRuntime
 from aworld_train.rollout.policy import ScriptedPolicy
 from aworld_train.rollout.trajectory import Task
 

@@ -6,7 +6,6 @@ The `verl:` and `areal:` sections are free-form: they hold the engines' native k
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from aworld_train.errors import ConfigError
 from aworld_train.protocol import is_env_reference
+from aworld_train.rollout.settings import RolloutConfig
+from aworld_train.validation import did_you_mean, explain_validation, read_yaml
 
 DEFAULT_MODEL = "embedded:smollm2-135m"
 
@@ -49,73 +50,6 @@ class AlgorithmConfig(_Section):
                 f"{value}: GRPO's advantage is a sample's reward against its group's mean, so a group of "
                 "one gives every advantage 0 and nothing is learned; use 2 or more"
             )
-        return value
-
-
-class RolloutConfig(_Section):
-    max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
-    max_new_tokens: int = Field(128, ge=1)
-    max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
-    max_prompt_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="longest first prompt; a longer one ends the episode as prompt_too_long (verl's max_prompt_length)",
-    )
-    max_response_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="tokens after the first prompt at which an episode stops (verl's response_length)",
-    )
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0, description="0 disables top-k")
-    tool_parser: str = Field(
-        "auto",
-        description="the tool-call format to parse: auto (the chat template's own), or a parser's name "
-        "(hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, harmony, granite)",
-    )
-    tool_block: Literal["auto", "never"] = Field(
-        "auto", description="add the tool list to the system turn when the chat template ignores tools="
-    )
-    chat_template_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="extra chat-template variables, e.g. {enable_thinking: false} for Qwen3",
-    )
-    episode_timeout_s: float = Field(
-        120.0,
-        gt=0,
-        description="time the agent and its tools may take; time waiting for or inside the policy does not count",
-    )
-    episode_wall_timeout_s: float = Field(
-        3600.0,
-        gt=0,
-        description="wall-clock limit of one episode, policy queue included (a guard against hangs)",
-    )
-    tool_timeout_s: float = Field(30.0, gt=0)
-    concurrency: int = Field(16, ge=1, description="episodes at once (over all workers)")
-    workers: int = Field(
-        1,
-        ge=1,
-        description="processes that run episodes (AWorld's loop is CPU-bound per process); "
-        "the policy stays in the main process (local backend and eval)",
-    )
-    max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
-    prefix_cache_mb: float = Field(
-        256,
-        ge=0,
-        description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
-    )
-    train_on_malformed: bool = Field(
-        False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
-    )
-
-    @field_validator("tool_parser")
-    @classmethod
-    def _known_parser(cls, value: str) -> str:
-        from aworld_train.rollout.tool_parser import AUTO, parser_names
-
-        if value != AUTO and value not in parser_names():
-            raise ValueError(f"{value!r} is no tool parser; use auto or one of {', '.join(parser_names())}")
         return value
 
 
@@ -271,7 +205,7 @@ class TrainConfig(_Section):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from aworld_train.engines import ENGINE_NAMES
+        from aworld_train.engines.registry import ENGINE_NAMES
 
         return _one_of(value, ENGINE_NAMES, "backend")
 
@@ -294,66 +228,9 @@ def _one_of(value: str, choices: Any, what: str) -> str:
     """`value` if it is one of `choices`; else an error listing them, with a "did you mean"."""
     if value not in choices:
         raise ValueError(
-            f"unknown {what} {value!r}; choose one of {', '.join(choices)}{_hint(value, choices)}"
+            f"unknown {what} {value!r}; choose one of {', '.join(choices)}{did_you_mean(value, choices)}"
         )
     return value
-
-
-def _hint(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _fields_at(path: tuple[Any, ...], root: type[BaseModel]) -> list[str]:
-    """Field names of the model section that `path` (a pydantic error location) points into."""
-    model = root
-    for part in path:
-        field = model.model_fields.get(str(part))
-        annotation = field.annotation if field else None
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
-        else:
-            break
-    return list(model.model_fields)
-
-
-# what to do, by pydantic's error type (its message says only what is wrong)
-_FIXES = {
-    "greater_than_equal": "set it to {ge} or more",
-    "greater_than": "set it above {gt}",
-    "less_than_equal": "set it to {le} or less",
-    "less_than": "set it below {lt}",
-    "int_parsing": "give a whole number",
-    "int_from_float": "give a whole number",
-    "float_parsing": "give a number",
-    "bool_parsing": "give true or false",
-    "string_type": "give a string",
-    "list_type": "give a list, e.g. [a, b]",
-    "dict_type": "give a mapping, e.g. {{key: value}}",
-    "model_type": "give a mapping of its fields",
-    "too_short": "give at least {min_length} item(s)",
-    "missing": "add it",
-    "literal_error": "choose one of those",
-}
-
-
-def explain_validation(error: ValidationError, root: type[BaseModel], noun: str = "config") -> str:
-    """pydantic's errors as ours: one line each, naming the key, with a "did you mean" or the fix."""
-    lines = []
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        where = ".".join(str(p) for p in loc)
-        if item["type"] == "extra_forbidden":
-            hint = _hint(loc[-1], _fields_at(loc[:-1], root))
-            lines.append(f"unknown {noun} key '{where}'{hint}; remove it or fix its spelling")
-        elif not loc:
-            lines.append(f"{noun}: {item['msg']} (got {type(item.get('input')).__name__}): write a mapping")
-        else:
-            msg = item["msg"].removeprefix("Value error, ")
-            fix = _FIXES.get(item["type"], "")
-            fix = f": {fix.format(**item.get('ctx', {}))}" if fix else ""
-            lines.append(f"{noun} field '{where}': {msg} (got {item.get('input')!r}){fix}")
-    return "\n".join(lines)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -381,32 +258,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                 )
             node = child
         node[keys[-1]] = value
-    return data
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """`line L, column C: <problem>` of a YAML error, in one line."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
-
-
-def read_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
-    """A YAML file holding a mapping; `what` names it in errors."""
-    path = Path(path)
-    if not path.is_file():
-        where = "is a folder" if path.is_dir() else "does not exist"
-        raise ConfigError(f"{what} {str(path)!r} {where}: give the path of a YAML file")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"{what} {str(path)!r} is not valid YAML ({yaml_problem(exc)}): fix it there"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{what} {str(path)!r} holds a {type(data).__name__}: write a mapping of `key: value` lines"
-        )
     return data
 
 

@@ -209,23 +209,21 @@ def _failed(report: EvalReport) -> int:
     return sum(n for status, n in report.statuses.items() if status in FAILED_STATUSES)
 
 
-def _runtime(config: TrainConfig, model_ref: str):
-    """(runtime, closer) for one checkpoint: the local model, or the completions endpoint."""
+def _runner(config: TrainConfig, model_ref: str, spec, reward):
+    """(runner, policy, closer) for one checkpoint: the local model, or the completions endpoint."""
     from aworld_train.models import load_tokenizer, stop_token_ids
     from aworld_train.protocol import resolve_env_refs
-    from aworld_train.rollout.chat import ChatRenderer
     from aworld_train.rollout.completions_policy import CompletionsPolicy
-    from aworld_train.rollout.episode import RolloutRuntime
-    from aworld_train.rollout.local_policy import local_runtime
+    from aworld_train.rollout.local_policy import local_runner
+    from aworld_train.rollout.runner import EpisodeRunner
 
     ev = config.eval
     rollout = config.rollout
     if ev.temperature is not None:
         rollout = rollout.model_copy(update={"temperature": ev.temperature})
     if ev.policy_url is None:
-        cfg = config.model_copy(update={"model": model_ref, "rollout": rollout})
-        runtime, _ = local_runtime(cfg)
-        return runtime, None
+        runner, policy = local_runner(spec, model_ref, rollout, reward)
+        return runner, policy, None
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
     tokenizer_ref = model_ref if _loadable(model_ref) else config.model
     tokenizer = load_tokenizer(tokenizer_ref)
@@ -237,10 +235,7 @@ def _runtime(config: TrainConfig, model_ref: str):
         api_key=resolve_env_refs(ev.api_key) if ev.api_key else None,
         timeout_s=ev.request_timeout_s,
     )
-    renderer = ChatRenderer(
-        tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
-    )
-    return RolloutRuntime(policy, renderer, stops, rollout), policy
+    return EpisodeRunner(spec, tokenizer, rollout, reward), policy, policy
 
 
 def _loadable(ref: str) -> bool:
@@ -273,16 +268,15 @@ def run_suite(
         Path(trajectories_path).write_text("")
     with running_envs(config.env, out_dir):
         for label, model_ref in zip(labels, resolved, strict=True):
-            runtime, closer = _runtime(config, model_ref)
+            runner, policy, closer = _runner(config, model_ref, spec, reward)
             result = CheckpointResult(label, model_ref, ev.k)
             try:
                 for seed in ev.seeds:
                     report = asyncio.run(
                         _evaluate(
-                            spec,
+                            runner,
+                            policy,
                             tasks,
-                            runtime,
-                            reward,
                             f"{label} seed {seed}",
                             show_progress,
                             ev.k,
@@ -298,7 +292,8 @@ def run_suite(
                     if on_report is not None:
                         on_report(label, seed, report)
             finally:
-                del runtime
+                runner.close()
+                del runner, policy
                 gc.collect()  # one checkpoint's weights at a time
             results.append(result)
     suite = SuiteResult(ev.k, list(ev.seeds), results, out_dir)
@@ -340,10 +335,10 @@ def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
     )
 
 
-async def _evaluate(spec, tasks, runtime, reward, description, show_progress, k, seed, closer) -> EvalReport:
+async def _evaluate(runner, policy, tasks, description, show_progress, k, seed, closer) -> EvalReport:
     try:
         return await evaluate(
-            spec, tasks, runtime, reward, description, show_progress, samples_per_task=k, seed=seed
+            runner, policy, tasks, description, show_progress, samples_per_task=k, seed=seed
         )
     finally:
         if closer is not None:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.aworld.agent_spec import AgentSpec
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import RolloutRuntime, run_episodes
+from aworld_train.rollout.policy import PolicyClient
+from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.trajectory import Task, Trajectory
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
@@ -63,7 +62,7 @@ class EvalReport:
     def per_task(self) -> list[tuple[str, list[float]]]:
         """(task id, rewards of its samples) in task order; a failed episode's reward counts as 0.
 
-        Samples of one task are consecutive (run_episodes keeps task order)."""
+        Samples of one task are consecutive (EpisodeRunner.run_batch keeps task order)."""
         k = self.samples_per_task
         return [
             (self.trajectories[i].task_id, [t.reward or 0.0 for t in self.trajectories[i : i + k]])
@@ -124,10 +123,9 @@ class EvalReport:
 
 
 async def evaluate(
-    spec: AgentSpec,
+    runner: EpisodeRunner,
+    policy: PolicyClient,
     tasks: list[Task],
-    runtime: RolloutRuntime,
-    reward: RewardFunction,
     description: str = "eval",
     show_progress: bool = True,
     samples_per_task: int = 1,
@@ -152,7 +150,7 @@ async def evaluate(
             correct += (traj.reward or 0.0) >= CORRECT
             progress.update(bar, advance=1, correct=correct)
 
-        trajectories = await run_episodes(
-            spec, tasks, runtime, reward, samples_per_task=samples_per_task, on_done=done, seed=seed
+        trajectories = await runner.run_batch(
+            policy, tasks, samples_per_task=samples_per_task, on_done=done, seed=seed
         )
     return EvalReport.of(trajectories, time.perf_counter() - started, samples_per_task)

@@ -121,17 +121,15 @@ class AgentTrainer:
         if not self.test_tasks:
             raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
         from aworld_train.evaluate import evaluate
-        from aworld_train.rollout.local_policy import local_runtime
+        from aworld_train.rollout.local_policy import local_runner
         from aworld_train.servers import running_envs
 
-        runtime, _ = local_runtime(self.config)
+        runner, policy = local_runner(self.spec, self.config.model, self.config.rollout, self.reward)
         with running_envs(self.config.env, self.run_dir):
             try:
-                report = asyncio.run(
-                    evaluate(self.spec, self.test_tasks, runtime, self.reward, show_progress=show_progress)
-                )
+                report = asyncio.run(evaluate(runner, policy, self.test_tasks, show_progress=show_progress))
             finally:
-                runtime.close()  # the rollout worker processes, if any
+                runner.close()  # the rollout worker processes, if any
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
         return report
 

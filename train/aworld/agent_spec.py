@@ -1,4 +1,5 @@
-"""An AWorld Agent as a serialisable spec, and the Agent rebuilt from it in a worker.
+"""An AWorld Agent as a serialisable spec, and the Agent rebuilt from it in a worker: the AWorld
+driver of the rollout core (`rollout/driver.py`), one `AWorldRun` per episode.
 
 Secrets never reach disk (ARCHITECTURE.md invariant 4): a header value that contains the
 value of an environment variable is written as a `${VAR}` reference, and a
@@ -16,7 +17,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -24,6 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from aworld_train.errors import AgentSpecError
 from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
 from aworld_train.protocol import resolve_env_refs as _resolve
+
+if TYPE_CHECKING:
+    from aworld_train.rollout.driver import LLMEndpoint
+    from aworld_train.rollout.trajectory import Task
 
 _SECRET_HEADER = re.compile(r"auth|token|key|secret|password|cookie|invitation", re.IGNORECASE)
 # llm fields that belong to the engine, not to the agent: the trainer sets them.
@@ -54,6 +59,10 @@ class AgentSpec(BaseModel):
         default_factory=list, description="example chat turns placed after the system message of every prompt"
     )
     factory: str | None = Field(None, description="'module:factory' the spec came from, if any")
+
+    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AWorldRun:
+        """The AWorld Agent for one episode: a spec is the rollout core's AgentDriver."""
+        return AWorldRun(self, endpoint, episode_id, task, max_turns)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
@@ -202,8 +211,8 @@ def load_agent_spec(agent: Any) -> AgentSpec:
     if isinstance(agent, AgentSpec):
         return agent
     if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
-        from aworld_train.config import explain_validation, read_yaml
         from aworld_train.errors import ConfigError
+        from aworld_train.validation import explain_validation, read_yaml
 
         try:
             data = read_yaml(agent, "agent YAML")
@@ -278,3 +287,50 @@ def build_agent(
         )
     except Exception as exc:
         raise AgentSpecError(f"agent {spec.name!r} cannot be rebuilt from its spec: {exc}") from exc
+
+
+class AWorldRun:
+    """One episode's AWorld Agent, rebuilt from its spec, whose LLM calls our provider routes to the
+    episode (`provider.py`): `turn` runs a user turn, `release` forgets the episode."""
+
+    def __init__(
+        self, spec: AgentSpec, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int
+    ) -> None:
+        from aworld_train.aworld import install, provider
+
+        install()
+        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
+        if task.system:
+            spec = spec.model_copy(update={"system_prompt": task.system})
+        self.episode_id = episode_id
+        self.agent = build_agent(
+            spec,
+            llm={
+                "llm_provider": provider.PROVIDER_NAMES[0],
+                "llm_base_url": provider.episode_url(episode_id),
+                "llm_model_name": "aworld-train-policy",
+                "llm_api_key": "not-used",
+                "max_steps": max_turns + 2,
+                # later user turns must see the earlier ones: AWorld keys history by task otherwise
+                "memory_config": {**spec.agent_config.get("memory_config", {}), "history_scope": "session"},
+            },
+            episode_id=episode_id,
+            task_id=task.id,
+        )
+        provider.attach(episode_id, endpoint)
+
+    async def turn(self, user_turn: int, text: str) -> str | None:
+        from aworld_train.aworld.runtime import run_turn, set_turn
+
+        set_turn(self.agent, user_turn)
+        response = await run_turn(self.agent, text, self.episode_id)
+        if response is not None and not getattr(response, "success", True):
+            return f"AWorld ended the turn without success: {getattr(response, 'msg', '')}"
+        return None
+
+    async def release(self) -> None:
+        from aworld_train.aworld import provider
+        from aworld_train.aworld.runtime import release_episode
+
+        provider.detach(self.episode_id)
+        await release_episode(self.agent, self.episode_id)

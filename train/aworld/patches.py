@@ -466,7 +466,7 @@ def apply() -> None:
     _quiet_loggers()
     _route_file_logs()
     _no_failed_request_files()
-    from aworld_train.aworld import trims
+    import aworld_train.aworld.trims as trims
 
     trims.apply()
     _applied = True

@@ -7,33 +7,32 @@ a ledger, whatever tasks or threads AWorld runs them on.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from aworld_train.aworld.runtime import (
+    Function,
     LLMProviderBase,
     ModelResponse,
+    ToolCall,
     register_llm_provider,
     sanitize_openai_messages,
 )
+
+if TYPE_CHECKING:
+    from aworld_train.rollout.driver import LLMEndpoint, Reply
 
 SCHEME = "aworld-train://"
 PROVIDER_NAMES = ("aworld_train", "verl")
 
 
-class EpisodeEndpoint(Protocol):
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> ModelResponse: ...
-
-
-_ACTIVE: dict[str, EpisodeEndpoint] = {}
+_ACTIVE: dict[str, LLMEndpoint] = {}
 
 
 def episode_url(episode_id: str) -> str:
     return SCHEME + episode_id
 
 
-def attach(episode_id: str, endpoint: EpisodeEndpoint) -> None:
+def attach(episode_id: str, endpoint: LLMEndpoint) -> None:
     if episode_id in _ACTIVE:
         raise RuntimeError(f"episode id {episode_id!r} is already running")
     _ACTIVE[episode_id] = endpoint
@@ -59,7 +58,7 @@ class AworldTrainProvider(LLMProviderBase):
     def postprocess_response(self, response: Any) -> ModelResponse:
         return response
 
-    def _endpoint(self) -> EpisodeEndpoint:
+    def _endpoint(self) -> LLMEndpoint:
         url = self.base_url or ""
         if not url.startswith(SCHEME):
             raise RuntimeError(
@@ -76,10 +75,29 @@ class AworldTrainProvider(LLMProviderBase):
     ):
         # AWorld's serialiser turns every None after the first into the string 'None';
         # its own sanitiser restores the OpenAI message shape.
-        return await self._endpoint().complete(sanitize_openai_messages(messages), kwargs.get("tools"))
+        reply = await self._endpoint().complete(sanitize_openai_messages(messages), kwargs.get("tools"))
+        return model_response(reply)
 
     def completion(self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs):
         raise RuntimeError("aworld-train's provider is async; AWorld agents call it through acompletion")
+
+
+def model_response(reply: Reply) -> ModelResponse:
+    """An episode's reply as the ModelResponse AWorld's agent reads."""
+    calls = [
+        ToolCall(
+            id=c["id"], function=Function(name=c["function"]["name"], arguments=c["function"]["arguments"])
+        )
+        for c in reply.tool_calls
+    ]
+    return ModelResponse(
+        id=reply.id,
+        model="aworld-train-policy",
+        content=reply.content,
+        tool_calls=calls or None,
+        finish_reason=reply.finish_reason,
+        usage=reply.usage,
+    )
 
 
 def register() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from aworld_train.aworld import patches
+import aworld_train.aworld.patches as patches
 from aworld_train.aworld.console import quiet_aworld_console
 from aworld_train.protocol import TURN_HEADER
 

@@ -10,21 +10,14 @@ from __future__ import annotations
 import importlib
 
 from aworld_train.engines.base import Engine, NativeInputs, RenderedRun, RunInputs
+from aworld_train.engines.registry import ENGINE_MODULES, ENGINE_NAMES
 from aworld_train.errors import ConfigError
-
-# name -> module whose ENGINE attribute implements the Engine protocol
-_REGISTRY: dict[str, str] = {
-    "local": "aworld_train.engines.local",
-    "verl": "aworld_train.engines.verl",
-    "areal": "aworld_train.engines.areal",
-}
-ENGINE_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 
 def get_engine(name: str) -> Engine:
-    if name not in _REGISTRY:
+    if name not in ENGINE_MODULES:
         raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(ENGINE_NAMES)}")
-    return importlib.import_module(_REGISTRY[name]).ENGINE
+    return importlib.import_module(ENGINE_MODULES[name]).ENGINE
 
 
 __all__ = ["ENGINE_NAMES", "Engine", "NativeInputs", "RenderedRun", "RunInputs", "get_engine"]

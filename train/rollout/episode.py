@@ -1,8 +1,9 @@
-"""One task run by a real AWorld agent against its MCP tools, recorded token by token.
+"""One task run by an agent against its MCP tools, recorded token by token.
 
 The episode owns the agent's LLM: every call lands in `complete`, which extends
 the ledger, asks the policy for ids, parses tool calls from the sampled text and
-answers AWorld. AWorld executes the tools. The episode ends on the agent's final
+answers the agent (a `Reply`). The agent, started through its driver (`rollout/driver.py`;
+AWorld's is `aworld/driver.py`), executes the tools. The episode ends on the agent's final
 answer, on max turns, on its timeout, when a tool call gets no answer in time
 (the server hung or died), or on a malformed tool call; every ending is a
 status, and nothing is ever written into the ledger that the policy or the
@@ -15,48 +16,21 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from aworld_train.aworld import install, provider
-from aworld_train.aworld.agent_spec import AgentSpec, build_agent
-from aworld_train.aworld.runtime import Function, ModelResponse, ToolCall, release_episode, run_turn, set_turn
-from aworld_train.config import RolloutConfig
 from aworld_train.errors import RewardError
 from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.chat import ChatRenderer, content_text
+from aworld_train.rollout.chat import content_text
+from aworld_train.rollout.driver import AgentDriver, AgentRun, Reply, Reward
 from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import PolicyClient, SamplingParams, derive_seed
+from aworld_train.rollout.policy import SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
-from aworld_train.rollout.tool_parser import AUTO, get_parser
+from aworld_train.rollout.runtime import RolloutRuntime
+from aworld_train.rollout.tool_parser import get_parser
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
-
-
-@dataclass
-class RolloutRuntime:
-    """What every episode of a run shares: the policy, the template and the rollout settings."""
-
-    policy: PolicyClient
-    renderer: ChatRenderer
-    stop_token_ids: list[int]
-    rollout: RolloutConfig
-    # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
-    pool: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def tool_parser(self) -> str:
-        """`rollout.tool_parser`, with `auto` resolved to the chat template family's parser."""
-        return self.renderer.parser if self.rollout.tool_parser == AUTO else self.rollout.tool_parser
-
-    def close(self) -> None:
-        """End the worker processes, if any; a later batch starts new ones."""
-        pool, self.pool = self.pool, None
-        if pool is not None:
-            pool.close()
 
 
 class _Ended(Exception):
@@ -66,21 +40,21 @@ class _Ended(Exception):
 class Episode:
     def __init__(
         self,
-        spec: AgentSpec,
+        agent: AgentDriver,
         task: Task,
         runtime: RolloutRuntime,
-        reward: RewardFunction | None = None,
+        reward: Reward | None = None,
         episode_id: str | None = None,
         seed: int | None = None,
     ) -> None:
-        self.spec = spec
+        self.agent = agent
         self.seed = seed  # fixes the sampling of every policy call (see derive_seed)
         self.task = task
         self.runtime = runtime
         self.cfg = runtime.rollout
         self.reward = reward
         self.id = episode_id or uuid.uuid4().hex
-        self.ledger = TokenLedger(runtime.renderer, runtime.stop_token_ids, spec.few_shot)
+        self.ledger = TokenLedger(runtime.renderer, runtime.stop_token_ids, agent.few_shot)
         self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
         self._ended = asyncio.Event()
         self._turn_calls = 0
@@ -90,7 +64,7 @@ class Episode:
         self._policy_calls: dict[object, float] = {}  # policy calls in flight, by their start
         self._started = 0.0
         self._user_turn = 0
-        self._agent = None
+        self._run: AgentRun | None = None
 
     # -- ending -------------------------------------------------------------
     def _end(self, status: str, error: str | None = None) -> None:
@@ -99,8 +73,8 @@ class Episode:
             self.traj.error = error
             self._ended.set()
 
-    async def _hold(self) -> ModelResponse:
-        """Never answer AWorld again once the episode has ended; the runner is cancelled."""
+    async def _hold(self) -> Reply:
+        """Never answer the agent again once the episode has ended; the runner is cancelled."""
         await asyncio.Event().wait()
         raise _Ended  # pragma: no cover
 
@@ -125,7 +99,7 @@ class Episode:
             self._end("tool_timeout", f"a tool call got no result within {self.cfg.tool_timeout_s:g}s")
 
     def _server_urls(self) -> list[tuple[str, str]]:
-        servers = (self.spec.mcp_config.get("mcpServers") or {}).items()
+        servers = (self.agent.mcp_config.get("mcpServers") or {}).items()
         return [(n, _resolved(c["url"])) for n, c in servers if isinstance(c, dict) and c.get("url")]
 
     async def _tools_missing(self, tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
@@ -137,7 +111,9 @@ class Episode:
         """
         if self.traj.num_turns > 0 and tools:
             return None
-        configured = [n for n in self.spec.mcp_servers if n in (self.spec.mcp_config.get("mcpServers") or {})]
+        configured = [
+            n for n in self.agent.mcp_servers if n in (self.agent.mcp_config.get("mcpServers") or {})
+        ]
         urls = dict(self._server_urls())
         down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
         if down:
@@ -151,10 +127,8 @@ class Episode:
             return status, f"MCP server(s) {names} listed no tools"
         return None
 
-    # -- the LLM endpoint AWorld calls --------------------------------------
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> ModelResponse:
+    # -- the LLM endpoint the agent calls --------------------------------------
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         self._disarm_watchdog()
         if self._ended.is_set():
             return await self._hold()
@@ -163,14 +137,12 @@ class Episode:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # AWorld would retry (with delays) and then report a generic provider error:
-            # end the episode here, with the real cause.
+            # the agent's framework would retry (AWorld: with delays) and then report a generic
+            # provider error: end the episode here, with the real cause.
             self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
             return await self._hold()
 
-    async def _complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-    ) -> ModelResponse:
+    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         self._collect_tool_results(messages)
         if self._ended.is_set():  # a tool server reported its backend down
             return await self._hold()
@@ -218,7 +190,7 @@ class Episode:
             seed=None if self.seed is None else derive_seed(self.seed, self.traj.num_turns),
         )
         call, since = object(), time.perf_counter()
-        self._policy_calls[call] = since  # AWorld may call again before an earlier call returned
+        self._policy_calls[call] = since  # an agent may call again before an earlier call returned
         try:
             gen = await self.runtime.policy.generate(prompt_ids, sampling)
         finally:
@@ -236,12 +208,16 @@ class Episode:
             call_id = renderer.family.call_id(c, turn, i, used)
             used.add(call_id)
             calls.append(
-                ToolCall(id=call_id, function=Function(name=c.name, arguments=json.dumps(c.arguments)))
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
             )
         content = visible_text(renderer.tokenizer, parsed.content)
         assistant: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
-            assistant["tool_calls"] = [c.to_dict() for c in calls]
+            assistant["tool_calls"] = calls
         self.ledger.record(gen, assistant)
         self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
         if parsed.malformed:
@@ -249,19 +225,18 @@ class Episode:
             return await self._hold()
         for call, parsed_call in zip(calls, parsed.calls, strict=True):
             record = ToolCallRecord(
-                call.id, parsed_call.name, parsed_call.arguments, turn=turn, user_turn=self._user_turn
+                call["id"], parsed_call.name, parsed_call.arguments, turn=turn, user_turn=self._user_turn
             )
             self.traj.tool_calls.append(record)
-            self._calls_by_id[call.id] = record
+            self._calls_by_id[call["id"]] = record
         if calls:
             self._arm_watchdog()
         else:
             self.traj.final_answer = content
-        return ModelResponse(
+        return Reply(
             id=f"{self.id}-{turn}",
-            model="aworld-train-policy",
             content=assistant["content"],
-            tool_calls=calls or None,
+            tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
             usage={
                 "prompt_tokens": len(prompt_ids),
@@ -284,19 +259,17 @@ class Episode:
 
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:
-        install()
         started = self._started = time.perf_counter()
-        provider.attach(self.id, self)
         try:
             await self._run_turns()
-        except Exception as exc:  # the agent or AWorld broke: keep the episode as data
+        except Exception as exc:  # the agent or its framework broke: keep the episode as data
             self._end("error", f"{type(exc).__name__}: {exc}")
         finally:
             self._ended.set()  # a cancelled episode's turn watcher must not outlive it
             self._disarm_watchdog()
-            provider.detach(self.id)
-            await release_episode(self._agent, self.id)  # what AWorld keeps for it
-            await release_on_servers(self.spec.mcp_config, self.id)  # the tool servers' state for it
+            if self._run is not None:
+                await self._run.release()  # what the agent's framework keeps for it
+            await release_on_servers(self.agent.mcp_config, self.id)  # the tool servers' state for it
         self.traj.segments = self.ledger.segments
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
@@ -336,36 +309,13 @@ class Episode:
                 return None
 
     async def _run_turns(self) -> None:
-        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
-        spec = (
-            self.spec.model_copy(update={"system_prompt": self.task.system})
-            if self.task.system
-            else self.spec
-        )
-        agent = self._agent = build_agent(
-            spec,
-            llm={
-                "llm_provider": provider.PROVIDER_NAMES[0],
-                "llm_base_url": provider.episode_url(self.id),
-                "llm_model_name": "aworld-train-policy",
-                "llm_api_key": "not-used",
-                "max_steps": self.cfg.max_turns + 2,
-                # later user turns must see the earlier ones: AWorld keys history by task otherwise
-                "memory_config": {
-                    **self.spec.agent_config.get("memory_config", {}),
-                    "history_scope": "session",
-                },
-            },
-            episode_id=self.id,
-            task_id=self.task.id,
-        )
+        run = self._run = self.agent.start(self, self.id, self.task, self.cfg.max_turns)
         for user_turn, turn_text in enumerate(self.task.user_turns):
             self._user_turn = user_turn
             self.traj.user_turns = user_turn + 1
-            set_turn(agent, user_turn)
             self._turn_calls = 0
             self.traj.final_answer = ""
-            runner = asyncio.ensure_future(run_turn(agent, turn_text, self.id))
+            runner = asyncio.ensure_future(run.turn(user_turn, turn_text))
             ended = asyncio.ensure_future(self._ended.wait())
             passed = await self._wait_turn(runner, ended)
             ended.cancel()
@@ -374,11 +324,11 @@ class Episode:
                 await asyncio.wait({runner}, timeout=5)
                 self._end("timeout", passed)
                 return  # a status set earlier (max_turns, tool_timeout, ...) stays
-            response = runner.result()  # raises what the agent raised
+            failed = runner.result()  # raises what the agent raised
             if self._ended.is_set():
                 return
-            if response is not None and not getattr(response, "success", True):
-                self._end("error", f"AWorld ended the turn without success: {getattr(response, 'msg', '')}")
+            if failed is not None:
+                self._end("error", failed)
                 return
         if self.traj.num_turns == 0:
             self._end("error", "the agent finished without calling its LLM")
@@ -388,7 +338,7 @@ class Episode:
         score(self.traj, self.task, self.reward)
 
 
-def score(traj: Trajectory, task: Task, reward: RewardFunction | None) -> None:
+def score(traj: Trajectory, task: Task, reward: Reward | None) -> None:
     """Set the trajectory's reward (or reward_error status) from `reward`; failed episodes get none."""
     if reward is None or traj.status in FAILED_STATUSES - {"reward_error"}:
         return
@@ -458,36 +408,3 @@ async def _reachable(url: str, timeout: float = 2.0) -> bool:
         return False
     writer.close()
     return True
-
-
-async def run_episodes(
-    spec: AgentSpec,
-    tasks: list[Task],
-    runtime: RolloutRuntime,
-    reward: RewardFunction | None = None,
-    samples_per_task: int = 1,
-    on_done=None,
-    seed: int | None = None,
-) -> list[Trajectory]:
-    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order.
-
-    With a `seed`, sample k of a task draws from its own seed (seed, task id, k), so a run
-    repeats whatever order episodes finish in and whatever batch their calls share.
-    With `rollout.workers` > 1 the episodes run in that many worker processes (workers.py).
-    """
-    if runtime.rollout.workers > 1:
-        from aworld_train.rollout.workers import run_in_workers
-
-        return await run_in_workers(spec, tasks, runtime, reward, samples_per_task, on_done, seed)
-    limit = asyncio.Semaphore(runtime.rollout.concurrency)
-    jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
-
-    async def one(task: Task, k: int) -> Trajectory:
-        own = None if seed is None else derive_seed(seed, task.id, k)
-        async with limit:
-            traj = await Episode(spec, task, runtime, reward, seed=own).run()
-        if on_done is not None:
-            on_done(traj)
-        return traj
-
-    return list(await asyncio.gather(*(one(t, k) for t, k in jobs)))

@@ -31,8 +31,9 @@ from aworld_train.rollout.prefix_cache import LayerKV, PrefixCache, shared_prefi
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.driver import AgentDriver, Reward
+    from aworld_train.rollout.runner import EpisodeRunner
+    from aworld_train.rollout.settings import RolloutConfig
 
 
 # a prefix shorter than this, shared within a batch, is not worth a forward pass of its own
@@ -341,33 +342,30 @@ def _sampling_key(s: SamplingParams) -> tuple:
     return (s.temperature, s.top_p, s.top_k)
 
 
-def local_runtime(config: TrainConfig, model=None, tokenizer=None) -> tuple[RolloutRuntime, object]:
-    """The rollout runtime over a local transformers policy; returns (runtime, policy)."""
+def local_runner(
+    agent: AgentDriver,
+    model_ref: str,
+    settings: RolloutConfig,
+    reward: Reward | None = None,
+    model=None,
+    tokenizer=None,
+) -> tuple[EpisodeRunner, LocalPolicy]:
+    """The agent's episode runner and a local transformers policy of `model_ref` (loaded unless
+    given), after its chat template is checked."""
     from aworld_train.models import load_model, load_tokenizer, stop_token_ids
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.runner import EpisodeRunner
     from aworld_train.rollout.template_check import require_tool_results, template_report
 
-    tokenizer = tokenizer or load_tokenizer(config.model)
-    report = template_report(tokenizer, config.rollout)
-    require_tool_results(report, config.model)
+    tokenizer = tokenizer or load_tokenizer(model_ref)
+    report = template_report(tokenizer, settings)
+    require_tool_results(report, model_ref)
     logger.info("chat template: %s", report.line())
-    model = model or load_model(config.model)
-    stops = stop_token_ids(tokenizer)
+    model = model or load_model(model_ref)
     policy = LocalPolicy(
         model,
         tokenizer,
-        stops,
-        max_batch_size=config.rollout.max_batch_size,
-        prefix_cache_mb=config.rollout.prefix_cache_mb,
+        stop_token_ids(tokenizer),
+        max_batch_size=settings.max_batch_size,
+        prefix_cache_mb=settings.prefix_cache_mb,
     )
-    return RolloutRuntime(
-        policy,
-        ChatRenderer(
-            tokenizer,
-            tool_block=config.rollout.tool_block,
-            template_kwargs=config.rollout.chat_template_kwargs,
-        ),
-        stops,
-        config.rollout,
-    ), policy
+    return EpisodeRunner(agent, tokenizer, settings, reward), policy

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aworld_train.config import RolloutConfig
 from aworld_train.errors import ConfigError
 from aworld_train.models import stop_token_ids
 from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.settings import RolloutConfig
 from aworld_train.rollout.tool_parser import AUTO
 
 

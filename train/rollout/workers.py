@@ -26,12 +26,12 @@ import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.episode import Episode, score
+from aworld_train.rollout.policy import Generation, SamplingParams, derive_seed
+from aworld_train.rollout.runtime import RolloutRuntime
 
 if TYPE_CHECKING:
-    from aworld_train.aworld.agent_spec import AgentSpec
-    from aworld_train.reward import RewardFunction
-    from aworld_train.rollout.episode import RolloutRuntime
+    from aworld_train.rollout.driver import AgentDriver, Reward
     from aworld_train.rollout.trajectory import Task, Trajectory
 
 # how often the main process checks that its workers are alive while it waits on them
@@ -105,18 +105,15 @@ def _main_left_alone():
 
 
 async def run_in_workers(
-    spec: AgentSpec,
+    agent: AgentDriver,
     tasks: list[Task],
     runtime: RolloutRuntime,
-    reward: RewardFunction | None = None,
+    reward: Reward | None = None,
     samples_per_task: int = 1,
     on_done=None,
     seed: int | None = None,
 ) -> list[Trajectory]:
     """`run_episodes` over `rollout.workers` processes; same results, in task order."""
-    from aworld_train.rollout.episode import score
-    from aworld_train.rollout.policy import derive_seed
-
     if runtime.pool is None:
         runtime.pool = WorkerPool(runtime, runtime.rollout.workers)
     pool: WorkerPool = runtime.pool
@@ -131,7 +128,7 @@ async def run_in_workers(
     for wid, inbox in enumerate(pool.inboxes):
         mine = [(i, jobs[i]) for i in range(wid, len(jobs), pool.size)]
         if mine:
-            inbox.put(("run", spec, mine, share, dict(os.environ)))
+            inbox.put(("run", agent, mine, share, dict(os.environ)))
             busy.add(wid)
 
     loop = asyncio.get_running_loop()
@@ -255,8 +252,6 @@ class RemotePolicy:
 
 def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, to_main) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    from aworld_train.rollout.episode import RolloutRuntime
-
     policy = RemotePolicy(wid, to_main)
     runtime = RolloutRuntime(
         policy, renderer, list(stop_token_ids), rollout.model_copy(update={"workers": 1})
@@ -279,24 +274,24 @@ def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, to_main) ->
         batch = batches.get()
         if batch is None:
             return
-        _, spec, jobs, concurrency, env = batch
+        _, agent, jobs, concurrency, env = batch
         os.environ.update(env)  # the tool servers' URLs of this run, set in the main process
         try:
-            asyncio.run(_run_batch(wid, spec, jobs, concurrency, runtime, to_main))
+            asyncio.run(_run_batch(wid, agent, jobs, concurrency, runtime, to_main))
         except BaseException:
             to_main.put(("failed", wid, traceback.format_exc()))
             continue
         to_main.put(("done", wid))
 
 
-async def _run_batch(wid: int, spec, jobs: list[tuple[int, Any]], concurrency: int, runtime, to_main) -> None:
-    from aworld_train.rollout.episode import Episode
-
+async def _run_batch(
+    wid: int, agent, jobs: list[tuple[int, Any]], concurrency: int, runtime, to_main
+) -> None:
     limit = asyncio.Semaphore(concurrency)
 
     async def one(index: int, task, seed: int | None) -> None:
         async with limit:
-            traj = await Episode(spec, task, runtime, seed=seed).run()  # scored in the main process
+            traj = await Episode(agent, task, runtime, seed=seed).run()  # scored in the main process
         to_main.put(("trajectory", wid, index, traj))
 
     await asyncio.gather(*(one(i, task, seed) for i, (task, seed) in jobs))

@@ -42,7 +42,7 @@ def sft_defaults(overrides: list[str] | tuple[str, ...] = ()) -> Any:
 
 def derived(cfg: TrainConfig, folder: Path, model_path: str) -> dict[str, Any]:
     sft = cfg.sft
-    from aworld_train.sft import verl_dataset
+    import aworld_train.sft.verl_dataset as verl_dataset
 
     values = {
         "data.train_files": str(folder / "train.parquet"),

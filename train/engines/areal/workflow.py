@@ -30,10 +30,8 @@ from areal.utils import stats_tracker
 from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.agent_spec import load_agent_spec
-from aworld_train.config import RolloutConfig
-from aworld_train.models import load_tokenizer, stop_token_ids
+from aworld_train.models import load_tokenizer
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.chat import ChatRenderer
 from aworld_train.rollout.codec import (
     TASK_FIELD,
     SegmentSample,
@@ -41,8 +39,9 @@ from aworld_train.rollout.codec import (
     group_advantages,
     task_from_json,
 )
-from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.runner import EpisodeRunner
+from aworld_train.rollout.settings import RolloutConfig
 from aworld_train.rollout.trajectory import STATUSES, Task, Trajectory
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
@@ -178,28 +177,21 @@ class AWorldWorkflow(RolloutWorkflow):
         # training: rewards become group-normalised advantages; evaluation: raw rewards
         self.group_baseline = group_baseline
         self.norm_by_std = norm_by_std
-        self.spec = _spec(spec_path)
         self.tokenizer = _tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self.settings = RolloutConfig(**(rollout or {}))
-        self.stop_ids = stop_token_ids(self.tokenizer)
+        self.reward = _reward(reward, json.dumps(reward_kwargs or {}, sort_keys=True)) if reward else None
+        self.runner = EpisodeRunner(_spec(spec_path), self.tokenizer, self.settings, self.reward)
         if gconfig is None:
             gconfig = GenerationHyperparameters()
         elif isinstance(gconfig, dict):
             gconfig = GenerationHyperparameters(**gconfig)
-        self.gconfig = gconfig.new(stop_token_ids=list(self.stop_ids))
-        self.reward = _reward(reward, json.dumps(reward_kwargs or {}, sort_keys=True)) if reward else None
-        self.renderer = ChatRenderer(
-            self.tokenizer,
-            tool_block=self.settings.tool_block,
-            template_kwargs=self.settings.chat_template_kwargs,
-        )
+        self.gconfig = gconfig.new(stop_token_ids=list(self.runner.stop_token_ids))
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
 
     async def _episode(self, engine, task: Task) -> tuple[Trajectory, dict[str, torch.Tensor]]:
         policy = ArealEnginePolicy(engine, self.gconfig, self.tokenizer)
-        runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
-        traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.rid).run()
+        traj = await self.runner.run(policy, task, episode_id=policy.rid)
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )

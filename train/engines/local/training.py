@@ -19,9 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.errors import RunCannotLearn
 from aworld_train.evaluate import CORRECT, EvalReport, evaluate
-from aworld_train.rollout.episode import RolloutRuntime, run_episodes
 from aworld_train.rollout.failure_streak import FailureStreak
-from aworld_train.rollout.local_policy import local_runtime
+from aworld_train.rollout.local_policy import local_runner
 from aworld_train.rollout.trajectory import Task, Trajectory
 from aworld_train.run_folder import RunFolder
 from aworld_train.servers import running_envs
@@ -89,8 +88,14 @@ class LocalTraining:
         if self.cfg.algorithm.kl_coef > 0:
             ref = load_model(self.cfg.model)
             ref.eval().requires_grad_(False)
-        self.runtime: RolloutRuntime
-        self.runtime, self.policy = local_runtime(self.cfg, model=self.model, tokenizer=self.tokenizer)
+        self.runner, self.policy = local_runner(
+            inputs.spec,
+            self.cfg.model,
+            self.cfg.rollout,
+            inputs.reward,
+            model=self.model,
+            tokenizer=self.tokenizer,
+        )
         self.learner = GRPOLearner(
             self.model,
             self.cfg.algorithm,
@@ -111,13 +116,7 @@ class LocalTraining:
     # -- pieces ------------------------------------------------------------------
     def evaluate(self, name: str, step: int) -> EvalReport:
         report = asyncio.run(
-            evaluate(
-                self.inputs.spec,
-                self.inputs.test_tasks,
-                self.runtime,
-                self.inputs.reward,
-                description=f"eval ({name})",
-            )
+            evaluate(self.runner, self.policy, self.inputs.test_tasks, description=f"eval ({name})")
         )
         self.folder.write_trajectories(f"eval/{name}", report.trajectories)
         self.folder.log(step, report.summary(), prefix="eval")
@@ -141,9 +140,7 @@ class LocalTraining:
         started = time.perf_counter()
         tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
         group = cfg.algorithm.group_size
-        trajs = asyncio.run(
-            run_episodes(self.inputs.spec, tasks, self.runtime, self.inputs.reward, samples_per_task=group)
-        )
+        trajs = asyncio.run(self.runner.run_batch(self.policy, tasks, samples_per_task=group))
         rollout_s = time.perf_counter() - started
         groups = [f"{i // group}" for i in range(len(trajs))]
         samples, advantages = build_samples(
@@ -236,7 +233,7 @@ class LocalTraining:
                 )
                 raise
             finally:
-                self.runtime.close()  # the rollout worker processes, if any
+                self.runner.close()  # the rollout worker processes, if any
                 curve = self.folder.plot_reward_curve()
                 self.folder.close()
         summary = {

@@ -26,8 +26,17 @@ class VerlEngine:
         return render(inputs)
 
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
+        """The config renders (budgets, trainer), then the rendered run's checks. `run` is the
+        render `run` already made; `check` renders here."""
         from aworld_train.engines.verl.checks import preflight
+        from aworld_train.engines.verl.render import render
+        from aworld_train.errors import AworldTrainError
+        from aworld_train.preflight import Check
 
+        try:
+            run = run or render(inputs)
+        except AworldTrainError as exc:
+            return [Check("verl config renders", False, str(exc))]
         return preflight(inputs, run)
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:

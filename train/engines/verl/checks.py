@@ -170,18 +170,11 @@ def trl_beside_verl():
     return Check(name, True, "TRL provides AutoModelForCausalLMWithValueHead")
 
 
-def preflight(inputs: RunInputs, run: RenderedRun | None = None) -> list:
-    """The verl run's checks: the config renders (budgets, trainer), packages, attention, first prompts.
-    `run` is the render `run` already made; `check` renders here."""
-    from aworld_train.engines.verl.render import render
-    from aworld_train.errors import AworldTrainError
+def preflight(inputs: RunInputs, run: RenderedRun) -> list:
+    """The rendered verl run's checks: packages, attention, first prompts."""
     from aworld_train.models import load_tokenizer
     from aworld_train.preflight import Check
 
-    try:
-        run = run or render(inputs)
-    except AworldTrainError as exc:
-        return [Check("verl config renders", False, str(exc))]
     checks = [Check("verl config renders", True, str(run.config_path)), *package_checks(run.final)]
     over = warn_long_prompts(run.final, inputs, load_tokenizer(run.final.actor_rollout_ref.model.path))
     limit = run.final.data.max_prompt_length

@@ -16,10 +16,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from aworld_train.aworld.agent_spec import load_agent_spec
-from aworld_train.config import RolloutConfig
-from aworld_train.models import stop_token_ids
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.chat import ChatRenderer
 from aworld_train.rollout.codec import (
     TASK_FIELD,
     SegmentSample,
@@ -27,8 +24,9 @@ from aworld_train.rollout.codec import (
     task_from_foreign_row,
     task_from_json,
 )
-from aworld_train.rollout.episode import Episode, RolloutRuntime
 from aworld_train.rollout.policy import Generation, SamplingParams
+from aworld_train.rollout.runner import EpisodeRunner
+from aworld_train.rollout.settings import RolloutConfig
 from aworld_train.rollout.trajectory import Task, Trajectory
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
@@ -158,7 +156,6 @@ class AWorldAgentLoop(AgentLoopBase):
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
         super().__init__(*args, **kwargs)
-        self.spec = load_agent_spec(spec_path)
         verl_rollout = self.rollout_config
         self.response_length = int(verl_rollout.response_length)
         self.prompt_length = int(verl_rollout.prompt_length)
@@ -170,19 +167,13 @@ class AWorldAgentLoop(AgentLoopBase):
             int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
         )
         self.settings = RolloutConfig(**settings)
-        self.reward = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
-        self.renderer = ChatRenderer(
-            self.tokenizer,
-            tool_block=self.settings.tool_block,
-            template_kwargs=self.settings.chat_template_kwargs,
-        )
-        self.stop_ids = stop_token_ids(self.tokenizer)
+        reward_fn = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
+        self.runner = EpisodeRunner(load_agent_spec(spec_path), self.tokenizer, self.settings, reward_fn)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
         task = task_from_row(kwargs)
-        policy = VerlServerPolicy(self.server_manager, sampling_params, self.stop_ids)
-        runtime = RolloutRuntime(policy, self.renderer, self.stop_ids, self.settings)
-        traj = await Episode(self.spec, task, runtime, self.reward, episode_id=policy.request_id).run()
+        policy = VerlServerPolicy(self.server_manager, sampling_params, self.runner.stop_token_ids)
+        traj = await self.runner.run(policy, task, episode_id=policy.request_id)
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tool_parser import ParsedCall, ParseResult, parameter_types, register, typed_value
+from aworld_train.rollout.parsers.base import ParsedCall, ParseResult, parameter_types, register, typed_value
 
 _CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _PAIR = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|$)", re.DOTALL)

@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tool_parser import ParsedCall, ParseResult, call_from_object, register
+from aworld_train.rollout.parsers.base import ParsedCall, ParseResult, call_from_object, register
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)

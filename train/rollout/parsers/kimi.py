@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tool_parser import ParsedCall, ParseResult, json_arguments, register
+from aworld_train.rollout.parsers.base import ParsedCall, ParseResult, json_arguments, register
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"

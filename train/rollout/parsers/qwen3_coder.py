@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tool_parser import ParsedCall, ParseResult, parameter_types, register, typed_value
+from aworld_train.rollout.parsers.base import ParsedCall, ParseResult, parameter_types, register, typed_value
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.DOTALL)

@@ -1,0 +1,32 @@
+"""What every episode of a run shares: the policy, the chat template and the rollout settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.policy import PolicyClient
+from aworld_train.rollout.settings import RolloutConfig
+from aworld_train.rollout.tool_parser import AUTO
+
+
+@dataclass
+class RolloutRuntime:
+    policy: PolicyClient
+    renderer: ChatRenderer
+    stop_token_ids: list[int]
+    rollout: RolloutConfig
+    # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
+    pool: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def tool_parser(self) -> str:
+        """`rollout.tool_parser`, with `auto` resolved to the chat template family's parser."""
+        return self.renderer.parser if self.rollout.tool_parser == AUTO else self.rollout.tool_parser
+
+    def close(self) -> None:
+        """End the worker processes, if any; a later batch starts new ones."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
