@@ -107,6 +107,18 @@ def make_runtime(tokenizer, stop_ids):
     return make
 
 
+@pytest.fixture
+def make_runner(tokenizer):
+    """An EpisodeRunner of `agent` with the test tokenizer; rollout settings as keywords."""
+    from aworld_train.rollout.runner import EpisodeRunner
+
+    def make(agent, reward=None, **rollout):
+        rollout.setdefault("tool_block", "never")
+        return EpisodeRunner(agent, tokenizer, RolloutConfig(**rollout), reward)
+
+    return make
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The long end-to-end runs' tests go last: their runs start with the session (below)."""
     items.sort(key=lambda item: item.module.__name__ in early_runs.EARLY_MODULES)

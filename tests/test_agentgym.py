@@ -78,7 +78,7 @@ def test_textcraft_server_answers_in_agentgym_shapes(textcraft_server):
 
 
 def test_task_lists_convert_with_each_items_task_read_from_the_server(textcraft_server, tmp_path):
-    from aworld_train.agentgym_data import convert
+    from aworld_train.env.agentgym.data import convert
 
     listing = tmp_path / "textcraft_test.json"
     listing.write_text(

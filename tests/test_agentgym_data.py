@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from aworld_train.agentgym_data import ASK_INSTRUCTION, actions_of, convert, to_rows
 from aworld_train.cli import main
 from aworld_train.dataset import load_tasks
+from aworld_train.env.agentgym.data import ASK_INSTRUCTION, actions_of, convert, to_rows
 from aworld_train.errors import DatasetError
 
 TRAJECTORY = {

@@ -126,7 +126,7 @@ SAMPLE = [f"multi_turn_base_{i}" for i in range(0, 200, 8)] + [MISS, "multi_turn
 
 
 async def test_ground_truth_replay_scores_1_and_agrees_with_bfcl_eval(bfcl_server):
-    """A sample here; bench/bfcl_replay.py runs every entry (see the README for the figures)."""
+    """A sample here; bench/bfcl_replay.py runs every entry (figures in docs/BENCHMARKS.md)."""
     for entry_id in SAMPLE:
         truth = catalog.possible_answer(entry_id)
         traj = await replay(bfcl_server.url, entry_id, truth)

@@ -17,8 +17,8 @@ from fake_completions_server import FakeCompletionsServer
 
 from aworld_train.config import load_config
 from aworld_train.errors import ModelError
-from aworld_train.eval_suite import CheckpointResult, resolve_checkpoint, run_suite
-from aworld_train.evaluate import EvalReport, pass_at_k
+from aworld_train.evaluation.report import EvalReport, pass_at_k
+from aworld_train.evaluation.suite import CheckpointResult, resolve_checkpoint, run_suite
 from aworld_train.rollout.completions_policy import CompletionsPolicy, PolicyServerError, parse_completion
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.trajectory import Trajectory
@@ -69,7 +69,7 @@ def test_spread_across_seeds_is_the_sample_std():
 
 
 def test_tables_with_k1_do_not_repeat_pass_at_1(tmp_path):
-    from aworld_train.eval_suite import SuiteResult
+    from aworld_train.evaluation.suite import SuiteResult
 
     result = CheckpointResult("m", "m", 1)
     result.reports = {0: _report([[1.0], [0.0]])}

@@ -8,9 +8,9 @@ from gaia_support import SAMPLE, TOKEN, scripted_gaia_model, standard_servers, s
 
 from aworld_train.agents.gaia_client import get_agent_tool_env_and_servers
 from aworld_train.aworld.agent_spec import load_agent_spec
-from aworld_train.env.gaia.dataset import load_gaia
+from aworld_train.env.gaia.data import load_gaia
 from aworld_train.errors import DatasetError
-from aworld_train.evaluate import evaluate
+from aworld_train.evaluation.report import evaluate
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.policy import ScriptedPolicy
 
@@ -64,7 +64,7 @@ def gateway(tmp_path_factory):
     server.stop()
 
 
-async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer, im_end, make_runtime):
+async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer, im_end, make_runner):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.dataset import load_tasks
 
@@ -73,9 +73,9 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
     assert TOKEN not in spec.to_yaml()
     tasks = load_tasks(load_gaia(SAMPLE))
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
-    runtime = make_runtime(policy, max_turns=4, max_new_tokens=256, episode_timeout_s=120)
-    report = await evaluate(spec, tasks, runtime, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"),
-                            show_progress=False)  # fmt: skip
+    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_turns=4,
+                         max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
+    report = await evaluate(runner, policy, tasks, show_progress=False)
 
     questions = {task.id: task.user_turns[0].split("?")[0] for task in tasks}
     by_question = {questions[t.task_id]: t for t in report.trajectories}

@@ -145,24 +145,20 @@ def test_the_compose_files_limits_are_in_force(container):
     assert httpx.post(container.url, json={}, timeout=10).status_code == 401
 
 
-async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end):
+async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end, make_runner):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.aworld.agent_spec import load_agent_spec
     from aworld_train.dataset import load_tasks
-    from aworld_train.env.gaia.dataset import load_gaia
-    from aworld_train.evaluate import evaluate
+    from aworld_train.env.gaia.data import load_gaia
+    from aworld_train.evaluation.report import evaluate
     from aworld_train.reward import RewardFunction
     from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runner import EpisodeRunner
-    from aworld_train.rollout.settings import RolloutConfig
 
     spec = load_agent_spec(build_agent(url=container.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
     tasks = load_tasks(load_gaia(SAMPLE))
-    settings = RolloutConfig(max_turns=4, max_new_tokens=256, episode_timeout_s=120, tool_block="never")
-    runner = EpisodeRunner(
-        spec, tokenizer, settings, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward")
-    )
+    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_turns=4,
+                         max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
     report = await evaluate(runner, policy, tasks, show_progress=False)
     assert [t.status for t in report.trajectories] == ["ok"] * 10
@@ -285,7 +281,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
 
     from aworld_train import AgentTrainer
     from aworld_train.agents.gaia import build_agent
-    from aworld_train.env.gaia.dataset import load_gaia
+    from aworld_train.env.gaia.data import load_gaia
     from aworld_train.models import load_tokenizer, stop_token_ids
     from aworld_train.rollout.batch import run_episodes
     from aworld_train.rollout.chat import ChatRenderer

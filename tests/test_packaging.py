@@ -37,7 +37,7 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/rewards/bfcl.py",
         "aworld_train/env/agentgym/bridge.py",
         "aworld_train/rewards/agentgym.py",
-        "aworld_train/agentgym_data.py",
+        "aworld_train/env/agentgym/data.py",
         "aworld_train/engines/__init__.py",
         "aworld_train/engines/verl/loop.py",
         "aworld_train/engines/areal/fields.json",

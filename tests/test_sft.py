@@ -11,7 +11,7 @@ import torch
 from aworld_train.config import load_config
 from aworld_train.errors import ConfigError, DatasetError
 from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.sft.data import (
+from aworld_train.rollout.sft_data import (
     conversation_messages,
     conversation_samples,
     load_sft_data,
@@ -123,9 +123,9 @@ def test_sft_config_refuses_unknown_keys():
 
 
 def test_loss_is_the_mean_over_assistant_targets_only(tiny_model_dir):
+    from aworld_train.engines.local.sft import collate, token_nll
     from aworld_train.models import load_model
-    from aworld_train.sft.data import SFTSample
-    from aworld_train.sft.local import collate, token_nll
+    from aworld_train.rollout.sft_data import SFTSample
 
     model = load_model(str(tiny_model_dir), dtype=torch.float32)
     sample = SFTSample([5, 6, 7, 8, 9, 10], [0, 0, 0, 1, 1, 0])

@@ -128,11 +128,9 @@ def test_the_rollout_core_imports_neither_aworld_nor_the_config():
 # the layers of docs/ARCHITECTURE.md, top to bottom: a module imports only its own layer and those
 # below (the longest prefix names a module's layer; `aworld_train` alone is the facade's package)
 LAYERS = (
-    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft",
-                "aworld_train.eval_suite", "aworld_train.agentgym_data")),
+    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft")),
     ("engines", ("aworld_train.engines",)),
-    ("checks and evaluation", ("aworld_train.preflight", "aworld_train.mcp_check", "aworld_train.servers",
-                               "aworld_train.evaluate", "aworld_train.run_folder")),
+    ("checks and evaluation", ("aworld_train.prerun", "aworld_train.evaluation")),
     ("config", ("aworld_train.config", "aworld_train.dataset", "aworld_train.reward", "aworld_train.dotenv_files",
                 "aworld_train.engines.base", "aworld_train.engines.registry", "aworld_train.agents",
                 "aworld_train.rewards")),

@@ -92,7 +92,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from aworld_train.preflight import Check, run_checks
+    from aworld_train.prerun.checks import Check, run_checks
 
     try:
         trainer = _trainer(args)
@@ -127,7 +127,7 @@ def cmd_env_up(args) -> int:
 
 
 def cmd_data_agentgym(args) -> int:
-    from aworld_train.agentgym_data import convert
+    from aworld_train.env.agentgym.data import convert
 
     counts = convert(args.input, args.env, args.output, args.server, args.held_out, args.seed)
     print(", ".join(f"{n} {what}" for what, n in counts.items()) + f" rows written from {args.input}")

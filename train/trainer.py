@@ -15,13 +15,13 @@ from aworld_train.dataset import load_tasks
 from aworld_train.dotenv_files import load_env_files
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
 from aworld_train.errors import AgentSpecError, ConfigError, DatasetError
-from aworld_train.mcp_check import check_mcp_servers
 from aworld_train.models import check_model, dtype_setting
-from aworld_train.preflight import run_folder_writable
+from aworld_train.prerun.checks import run_folder_writable
+from aworld_train.prerun.mcp import check_mcp_servers
+from aworld_train.prerun.servers import check_server_environments
 from aworld_train.protocol import url_variable
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
-from aworld_train.servers import check_server_environments
 
 log = logging.getLogger("aworld_train")
 
@@ -120,9 +120,9 @@ class AgentTrainer:
         """Run the agent over the test set with the configured policy; returns an EvalReport."""
         if not self.test_tasks:
             raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
-        from aworld_train.evaluate import evaluate
+        from aworld_train.evaluation.report import evaluate
+        from aworld_train.prerun.servers import running_envs
         from aworld_train.rollout.local_policy import local_runner
-        from aworld_train.servers import running_envs
 
         runner, policy = local_runner(self.spec, self.config.model, self.config.rollout, self.reward)
         with running_envs(self.config.env, self.run_dir):
@@ -140,7 +140,7 @@ class AgentTrainer:
         (markdown, CSV), the plot and the trajectories; returns the SuiteResult."""
         if not self.test_tasks:
             raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
-        from aworld_train.eval_suite import run_suite
+        from aworld_train.evaluation.suite import run_suite
 
         ev = self.config.eval
         return run_suite(

@@ -15,8 +15,8 @@ import json
 import random
 from pathlib import Path
 
-from aworld_train.agentgym_data import convert
 from aworld_train.env.agentgym import textcraft
+from aworld_train.env.agentgym.data import convert
 from aworld_train.env.launcher import start_server
 
 HERE = Path(__file__).resolve().parent

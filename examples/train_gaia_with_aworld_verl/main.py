@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aworld_train import AgentTrainer
 from aworld_train.agents.gaia import build_agent
-from aworld_train.env.gaia.dataset import attachments_dir, load_gaia
+from aworld_train.env.gaia.data import attachments_dir, load_gaia
 from aworld_train.rewards.gaia import gaia_reward
 
 HERE = Path(__file__).parent

@@ -143,7 +143,7 @@ def write_sample(out: Path) -> Path:
 
 def write_rows(metadata: Path, out: Path, test_size: int = 3) -> None:
     """The tasks as dataset rows (train.jsonl / test.jsonl) for configs that name files."""
-    from aworld_train.env.gaia.dataset import load_gaia
+    from aworld_train.env.gaia.data import load_gaia
 
     rows = load_gaia(metadata)
     for name, part in (("train", rows[:-test_size]), ("test", rows[-test_size:])):

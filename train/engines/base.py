@@ -78,3 +78,6 @@ class Engine(Protocol):
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
         """Train to the end; a summary of the run."""
         ...
+
+    # an engine that fine-tunes (local, verl) also has `sft(cfg, data: SFTData, run_dir,
+    # render_only=False) -> dict`, which `aworld-train sft` calls

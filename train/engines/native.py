@@ -124,8 +124,8 @@ def launch_run(
     resume overrides when resuming; its summary. `refuse` may reject the rendered run first.
 
     The servers start and the config renders once: the checks see what the engine will run with."""
-    from aworld_train.preflight import require_checks
-    from aworld_train.servers import running_envs
+    from aworld_train.prerun.checks import require_checks
+    from aworld_train.prerun.servers import running_envs
 
     # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ)
     with running_envs(inputs.config.env, inputs.run_dir):

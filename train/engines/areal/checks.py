@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aworld_train.engines.base import RenderedRun, RunInputs
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
 LOADER = "aworld_train.engines.areal.config_check"
 
 
 def areal_loader(run: RenderedRun, timeout_s: float = 300.0) -> list[Check]:
     from aworld_train.engines.areal.render import AREAL_PYTHON_VARIABLE, areal_python
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
     python = areal_python()
     gpus = run.final.get("cluster", {}).get("n_gpus_per_node")
@@ -58,7 +58,7 @@ def preflight(inputs: RunInputs, run: RenderedRun | None = None) -> list[Check]:
     """The AReaL run's checks; `run` is the render `run` already made, `check` renders here."""
     from aworld_train.engines.areal.render import render
     from aworld_train.errors import AworldTrainError
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
     try:
         run = run or render(inputs)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aworld_train.engines.base import NativeInputs, RunInputs
+
+if TYPE_CHECKING:
+    from aworld_train.config import TrainConfig
+    from aworld_train.rollout.sft_data import SFTData
 
 
 class LocalEngine:
@@ -23,6 +28,25 @@ class LocalEngine:
         from aworld_train.engines.local.training import train
 
         return train(inputs, resume=resume)
+
+    def sft(
+        self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False
+    ) -> dict[str, Any]:
+        """Supervised fine-tuning on `data` in this process (engines/local/sft.py)."""
+        if render_only:
+            return {
+                "backend": "local",
+                "samples": len(data.samples),
+                "note": "nothing to render for backend local",
+            }
+        from aworld_train.engines.local.sft import train
+
+        (run_dir / "config.yaml").write_text(cfg.render())
+        return {
+            "backend": "local",
+            "data": data.summary(),
+            **train(data.samples, cfg.model, cfg.sft, run_dir),
+        }
 
 
 ENGINE = LocalEngine()

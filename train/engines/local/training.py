@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
+from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.errors import RunCannotLearn
-from aworld_train.evaluate import CORRECT, EvalReport, evaluate
+from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
+from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.failure_streak import FailureStreak
 from aworld_train.rollout.local_policy import local_runner
 from aworld_train.rollout.trajectory import Task, Trajectory
-from aworld_train.run_folder import RunFolder
-from aworld_train.servers import running_envs
 
 if TYPE_CHECKING:
     from aworld_train.engines.base import RunInputs

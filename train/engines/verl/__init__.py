@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+
+if TYPE_CHECKING:
+    from aworld_train.config import TrainConfig
+    from aworld_train.rollout.sft_data import SFTData
 
 
 class VerlEngine:
@@ -31,7 +36,7 @@ class VerlEngine:
         from aworld_train.engines.verl.checks import preflight
         from aworld_train.engines.verl.render import render
         from aworld_train.errors import AworldTrainError
-        from aworld_train.preflight import Check
+        from aworld_train.prerun.checks import Check
 
         try:
             run = run or render(inputs)
@@ -43,6 +48,32 @@ class VerlEngine:
         from aworld_train.engines.native import launch_run
 
         return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume)
+
+    def sft(
+        self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False
+    ) -> dict[str, Any]:
+        """A rendered run of verl's own SFT trainer on `data`, launched unless `render_only`."""
+        import subprocess
+
+        from aworld_train.engines.verl.sft import render
+        from aworld_train.errors import EngineFailed
+
+        rendered = render(cfg, data.samples, run_dir)
+        result: dict[str, Any] = {
+            "backend": "verl",
+            "run_folder": str(rendered.folder),
+            "config": str(rendered.config_path),
+            "command": " ".join(rendered.command),
+        }
+        if render_only:
+            return result
+        returncode = subprocess.run(rendered.command).returncode
+        if returncode != 0:
+            raise EngineFailed(
+                f"verl's SFT trainer exited with status {returncode}: the run failed (its output is above; "
+                f"run folder {rendered.folder})"
+            )
+        return result
 
 
 ENGINE = VerlEngine()

@@ -90,7 +90,7 @@ def package_checks(final: Any) -> list:
     import importlib.util
     from importlib.metadata import PackageNotFoundError, version
 
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
     def installed(dist: str) -> str | None:
         try:
@@ -141,7 +141,7 @@ def trl_beside_verl():
     import importlib.util
     import warnings
 
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
     name = "TRL beside verl"
     if importlib.util.find_spec("trl") is None:
@@ -173,7 +173,7 @@ def trl_beside_verl():
 def preflight(inputs: RunInputs, run: RenderedRun) -> list:
     """The rendered verl run's checks: packages, attention, first prompts."""
     from aworld_train.models import load_tokenizer
-    from aworld_train.preflight import Check
+    from aworld_train.prerun.checks import Check
 
     checks = [Check("verl config renders", True, str(run.config_path)), *package_checks(run.final)]
     over = warn_long_prompts(run.final, inputs, load_tokenizer(run.final.actor_rollout_ref.model.path))

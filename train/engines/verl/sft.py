@@ -17,7 +17,7 @@ from typing import Any
 from aworld_train.config import TrainConfig
 from aworld_train.engines.native import put, unknown_key_message
 from aworld_train.errors import ConfigError
-from aworld_train.sft.data import SFTSample
+from aworld_train.rollout.sft_data import SFTSample
 
 CONFIG_NAME = "sft_verl"
 
@@ -42,7 +42,7 @@ def sft_defaults(overrides: list[str] | tuple[str, ...] = ()) -> Any:
 
 def derived(cfg: TrainConfig, folder: Path, model_path: str) -> dict[str, Any]:
     sft = cfg.sft
-    import aworld_train.sft.verl_dataset as verl_dataset
+    import aworld_train.engines.verl.sft_dataset as verl_dataset
 
     values = {
         "data.train_files": str(folder / "train.parquet"),

@@ -16,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from aworld_train.config import SFTConfig
 from aworld_train.engines.local.learner import adamw_with_warmup, micro_batches
-from aworld_train.run_folder import RunFolder
-from aworld_train.sft.data import SFTSample
+from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.rollout.sft_data import SFTSample
 
 console = Console(stderr=True)
 

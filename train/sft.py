@@ -1,16 +1,16 @@
 """`aworld-train sft`: multi-turn SFT on trajectories (AgentGym's records or our eval JSONL),
-loss on assistant tokens only, tokenized through the RL token ledger; local backend or a
-rendered run of verl's SFT trainer; the result evaluated right after."""
+loss on assistant tokens only, tokenized through the RL token ledger (`rollout/sft_data.py`);
+trained by the engine `sft.backend` names (its `sft`: `engines/local/sft.py`, or a rendered run of
+verl's SFT trainer, `engines/verl/sft.py`); the result evaluated right after."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from aworld_train.config import TrainConfig, load_config
-from aworld_train.sft.data import SFTData, read_sft_records, sft_samples
+from aworld_train.rollout.sft_data import SFTData, read_sft_records, sft_samples
 
 __all__ = ["build_samples", "run_sft"]
 
@@ -48,7 +48,8 @@ def run_sft(
     log=print,
 ) -> dict[str, Any]:
     """Train (or render) and, with `sft.eval_after`, evaluate the result on `data.test`."""
-    from aworld_train.errors import DatasetError, EngineFailed
+    from aworld_train.engines import get_engine
+    from aworld_train.errors import DatasetError
 
     cfg = load_config(config, overrides)
     sft = cfg.sft
@@ -61,35 +62,9 @@ def run_sft(
     log(f"sft data: {json.dumps(data.summary())}")
     run_dir = Path(sft.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if sft.backend == "verl":
-        from aworld_train.sft.verl import render
-
-        rendered = render(cfg, data.samples, run_dir)
-        result: dict[str, Any] = {
-            "backend": "verl",
-            "run_folder": str(rendered.folder),
-            "config": str(rendered.config_path),
-            "command": " ".join(rendered.command),
-        }
-        if render_only:
-            return result
-        returncode = subprocess.run(rendered.command).returncode
-        if returncode != 0:
-            raise EngineFailed(
-                f"verl's SFT trainer exited with status {returncode}: the run failed (its output is above; "
-                f"run folder {rendered.folder})"
-            )
-        return result
-    if render_only:
-        return {
-            "backend": "local",
-            "samples": len(data.samples),
-            "note": "nothing to render for backend local",
-        }
-    from aworld_train.sft.local import train
-
-    (run_dir / "config.yaml").write_text(cfg.render())
-    result = {"backend": "local", "data": data.summary(), **train(data.samples, cfg.model, sft, run_dir)}
+    result = get_engine(sft.backend).sft(cfg, data, run_dir, render_only)
+    if render_only or "checkpoint" not in result:
+        return result  # verl's SFT trainer saves in its own layout: nothing for the eval suite
     if sft.eval_after and cfg.data.test:
         result["eval"] = evaluate_result(cfg, result["checkpoint"], run_dir, log)
     (run_dir / "sft_summary.json").write_text(json.dumps(result, indent=2, default=str))

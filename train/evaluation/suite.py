@@ -21,7 +21,7 @@ from pathlib import Path
 from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.config import TrainConfig
 from aworld_train.errors import ModelError
-from aworld_train.evaluate import EvalReport, evaluate
+from aworld_train.evaluation.report import EvalReport, evaluate
 from aworld_train.models import EMBEDDED_PREFIX
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
@@ -254,7 +254,7 @@ def run_suite(
 ) -> SuiteResult:
     """Evaluate every checkpoint of `config.eval` (or `config.model`) under every seed; write
     the table, the plot and the trajectories (per checkpoint and seed, and all in one file)."""
-    from aworld_train.servers import running_envs
+    from aworld_train.prerun.servers import running_envs
 
     ev = config.eval
     out_dir = Path(out_dir)

@@ -45,6 +45,13 @@ async def list_tools(conf: dict[str, Any], timeout_s: float) -> list[str]:
     return await asyncio.wait_for(run(), timeout_s)
 
 
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps a refused connection in two of them)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def check_mcp_servers(spec: AgentSpec, env_names: list[str], timeout_s: float = 5.0) -> dict[str, list[str]]:
     """Every HTTP MCP server of the agent whose URL resolves now answers and lists tools.
 
@@ -69,9 +76,8 @@ def check_mcp_servers(spec: AgentSpec, env_names: list[str], timeout_s: float = 
         try:
             tools = _run(list_tools(resolved, timeout_s))
         except Exception as exc:
-            while getattr(exc, "exceptions", None):  # anyio's task groups wrap the cause
-                exc = exc.exceptions[0]
-            reason = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            cause = root_cause(exc)
+            reason = "no answer" if isinstance(cause, TimeoutError) else f"{type(cause).__name__}: {cause}"
             raise ToolServerError(
                 f"MCP server {name!r} at {url} does not answer ({reason}); the agent would run without "
                 f"its tools. Fix: {fix}"

@@ -27,13 +27,6 @@ class Check:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.name}" + (f": {self.detail}" if self.detail else "")
 
 
-def root_cause(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio wraps a refused connection in two of them)."""
-    while getattr(exc, "exceptions", None):
-        exc = exc.exceptions[0]
-    return exc
-
-
 def run_folder_writable(run_dir: Path) -> Check:
     name = "run folder writable"
     if run_dir.exists() and not run_dir.is_dir():
@@ -54,8 +47,8 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
     here unless the caller already runs them."""
     from aworld_train.aworld.agent_spec import resolve_env_refs
     from aworld_train.errors import AgentSpecError
-    from aworld_train.mcp_check import list_tools
-    from aworld_train.servers import running_envs
+    from aworld_train.prerun.mcp import list_tools, root_cause
+    from aworld_train.prerun.servers import running_envs
 
     checks = []
     with running_envs(inputs.config.env, None) if start_servers else contextlib.nullcontext():
