@@ -1,36 +1,30 @@
-"""Fixes for the MCP servers of this package on mcp 1.10 (the release aworld 0.3.2 pins).
+"""What the MCP servers of this package change in mcp, declared in PATCHES (see env/upstream.py).
 
-The package now pins mcp 1.30, whose session manager contains a session's errors and ends a
-stateless request's server task itself; the fixes below apply only on an mcp 1.10.x, where
-they were written and measured, and nothing is changed on any other release.
-
-mcp 1.10's streamable-HTTP session manager runs every session in one task group, so an
-error in one session (most often a client that went away before its answer arrived:
-ClosedResourceError) cancels the group, and from then on the still-running server
-answers every request with HTTP 500. Containing the error inside the session that
-raised it keeps the other sessions and the server alive; later mcp releases do the same.
-
-A stateless server (every tool server the GAIA gateway runs, and the gateway itself) has
-two more problems in mcp 1.10: the server task it starts for each request is never told
-that the request is over, so one task and session stay for every request ever served
-(a leak of ~50 KB a request; later mcp releases end them); and it builds its
-initialization options for every request, looking up the mcp package's version in its
-installed metadata (a scan of site-packages) each time. Here a stateless request's
-server input is closed when its response is sent, which ends its task, and the options
-are built once per server.
+mcp 1.30 (the pinned release) contains a session's errors and ends a stateless request's server
+task itself; what is left is one log filter, guarded against an mcp whose source it was not
+written for.
 """
 
 from __future__ import annotations
 
 import logging
 
-log = logging.getLogger("aworld_train.env")
+from aworld_train.env.upstream import RELIES_ON, Patch, guard
 
-
-def _mcp_is_1_10() -> bool:
-    from importlib.metadata import version
-
-    return version("mcp").startswith("1.10.")
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "mcp.server.streamable_http.StreamableHTTPServerTransport._handle_get_request",
+        "mcp",
+        "1.30.0",
+        "8f6eb97823f9eb435e17bf1be6755ae5ff50bc7ac98800bc668aa0f0043e2f87",
+        RELIES_ON,
+        (
+            "aworld_train.env.mcp_fixes.quiet_closed_streams",
+            "aworld_train.env.mcp_fixes._ClosedStandaloneStream.filter",
+        ),
+        'its "Error in standalone SSE writer" record for a closed GET stream cost ~80 ms of CPU an episode',
+    ),
+)
 
 
 class _ClosedStandaloneStream(logging.Filter):
@@ -51,62 +45,16 @@ class _ClosedStandaloneStream(logging.Filter):
 
 
 def quiet_closed_streams() -> None:
+    guard(PATCHES, "mcp", "aworld-train's MCP log filter")
     target = logging.getLogger("mcp.server.streamable_http")
     if not any(isinstance(f, _ClosedStandaloneStream) for f in target.filters):
         target.addFilter(_ClosedStandaloneStream())
 
 
 def contain_session_errors() -> None:
-    quiet_closed_streams()  # every release; the rest only on mcp 1.10
-    if not _mcp_is_1_10():
-        return
-    from mcp.server.lowlevel.server import Server
-
-    if getattr(Server.run, "_contains_errors", False):
-        return
-    original = Server.run
-
-    async def run(self, *args, **kwargs):
-        try:
-            return await original(self, *args, **kwargs)
-        except Exception as exc:  # an ExceptionGroup from the session's own task group, mostly
-            log.warning("an MCP session ended with an error; the server goes on: %r", exc)
-
-    run._contains_errors = True  # type: ignore[attr-defined]
-    Server.run = run
-    _cache_initialization_options(Server)
-    _end_stateless_requests()
-
-
-def _end_stateless_requests() -> None:
-    from mcp.server.streamable_http import StreamableHTTPServerTransport
-
-    original = StreamableHTTPServerTransport.handle_request
-
-    async def handle_request(self, scope, receive, send) -> None:
-        try:
-            await original(self, scope, receive, send)
-        finally:
-            # Stateless: this request was the transport's only one. Ending the server's input
-            # ends its session, which closes its output, which ends the transport's router.
-            if self.mcp_session_id is None and self._read_stream_writer is not None:
-                await self._read_stream_writer.aclose()
-
-    StreamableHTTPServerTransport.handle_request = handle_request
-
-
-def _cache_initialization_options(server_class) -> None:
-    original = server_class.create_initialization_options
-
-    def create_initialization_options(self, notification_options=None, experimental_capabilities=None):
-        if notification_options is not None or experimental_capabilities is not None:
-            return original(self, notification_options, experimental_capabilities)
-        cached = self.__dict__.get("_aworld_train_init_options")
-        if cached is None:  # tools are registered before the first request, so this stays true
-            cached = self.__dict__["_aworld_train_init_options"] = original(self)
-        return cached
-
-    server_class.create_initialization_options = create_initialization_options
+    """What every tool server applies to mcp before it serves (mcp 1.30 contains session errors
+    itself; the name stays for the servers that call it)."""
+    quiet_closed_streams()
 
 
 def episode_keyed_settings() -> dict:
@@ -121,8 +69,8 @@ def episode_keyed_settings() -> dict:
 def settings_from_env() -> dict:
     """FastMCP settings a parent process sets as FASTMCP_* variables (the GAIA gateway's RUN_ENV).
 
-    mcp 1.10's FastMCP read them from the environment; from mcp 1.2x its constructor passes its
-    own defaults explicitly, which win over the environment, so they are read here instead."""
+    FastMCP's constructor passes its own defaults explicitly, which win over the environment, so
+    they are read here."""
     import os
 
     out: dict = {}

@@ -4,7 +4,8 @@ AWorld 0.3.2 decides at import whether its loggers write to the console
 (`AWORLD_DISABLE_CONSOLE_LOG`) and where their files go (`AWORLD_LOG_PATH`, else `./logs`).
 Set before AWorld's import, the two variables keep it quiet; where a script imported AWorld
 first (as AWorld's own examples do), the console sinks it already added are removed. A user
-who sets `AWORLD_DISABLE_CONSOLE_LOG=false` keeps them. Imports nothing of AWorld.
+who sets `AWORLD_DISABLE_CONSOLE_LOG=false` keeps them. Imports nothing of AWorld. What it
+relies on in AWorld's loggers is a row of `patch_table`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Every change this package makes inside AWorld, each checked against the version it was written for.
+"""Every change this package makes inside AWorld, each declared in `patch_table` and checked.
 
 `apply()` runs them once (through `aworld_train.aworld.install()`); on an AWorld
 version other than the one they were written for it refuses with the fix, rather
-than patching code it has not seen.
+than patching code it has not seen; so it does on an mcp or loguru whose patched
+source changed.
 """
 
 from __future__ import annotations
@@ -12,34 +13,9 @@ import concurrent.futures
 import contextlib
 import logging
 import time
-from importlib.metadata import PackageNotFoundError, version
 
-from aworld_train.errors import AworldTrainError
-
-# The AWorld release every patch below was read against.
-AWORLD_VERSION = "0.3.2"
-
-
-class UnsupportedVersion(AworldTrainError):
-    pass
-
-
-def installed_version(package: str) -> str | None:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
-
-
-def check_version(package: str, expected: str, what: str) -> None:
-    found = installed_version(package)
-    if found != expected:
-        raise UnsupportedVersion(
-            f"{what} was written for {package}=={expected}, but {package} {found or 'is not installed'} "
-            f"is installed: pip install --no-deps '{package}=={expected}' (its other requirements come "
-            "with aworld-train; see the README's Pins)"
-        )
-
+from aworld_train.aworld.patch_table import AWORLD_VERSION, LIBRARY_PATCHES
+from aworld_train.env.upstream import UnsupportedVersion, check_version, guard  # noqa: F401 (apply raises it)
 
 _BUNDLED_VOCABS = {"openai", "qwen"}
 
@@ -459,6 +435,8 @@ def apply() -> None:
     if _applied:
         return
     check_version("aworld", AWORLD_VERSION, "aworld-train's AWorld integration")
+    guard(LIBRARY_PATCHES, "mcp", "aworld-train's MCP client trims")
+    guard(LIBRARY_PATCHES, "loguru", "aworld-train's AWorld log routing")
     _patch_token_counters()
     _patch_message_wait()
     _use_in_memory_history()

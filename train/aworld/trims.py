@@ -12,7 +12,8 @@ client and its turns stay AWorld's own. What goes (measured by `bench/rollout_pr
 - `inspect.stack()` in AWorld's token-usage accounting, which read the source of every frame
   on the stack at each LLM call (a frame walk finds the same caller).
 
-Applied by `patches.apply()`, on the AWorld version it checks.
+Applied by `patches.apply()`, on the AWorld version it checks; each change is a row of
+`patch_table`, with the upstream source it was copied from or replaces.
 """
 
 from __future__ import annotations
