@@ -55,7 +55,7 @@ bench-env:
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
 
 test:
-	$(BIN)/python -m pytest -q -rs tests
+	$(BIN)/python -m pytest -q -rs --durations=25 tests
 	@if [ -x $(AREAL_VENV)/bin/python ]; then $(AREAL_VENV)/bin/python -m pytest -q -rs tests/areal_env; \
 	else echo "SKIPPED tests/areal_env (AReaL's own classes): no AReaL environment; make setup-areal builds $(AREAL_VENV)"; fi
 
