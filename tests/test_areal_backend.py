@@ -230,9 +230,9 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
 def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, capsys):
     """`train()` starts AReaL's entry point in a subprocess and streams its output into areal.log;
     an exit status other than 0 is an error naming the log. (The command itself is replaced.)"""
-    from aworld_train import preflight
     from aworld_train.engines.areal import render as areal_render
     from aworld_train.errors import EngineFailed
+    from aworld_train.prerun import checks as preflight
 
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)  # no AReaL here
     monkeypatch.setattr(
@@ -290,8 +290,8 @@ def test_every_worker_gets_a_gpu_and_sglang_serves_the_actors_model(tmp_path):
 def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
     """The rendered config recovers automatically: a second run in the same folder without --resume
     is refused instead of silently continuing."""
-    from aworld_train import preflight
     from aworld_train.engines.areal import render as areal_render
+    from aworld_train.prerun import checks as preflight
 
     run = _render(trainer_for(tmp_path, {"backend": "areal"}))
     assert (

@@ -426,9 +426,10 @@ def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, c
     path and last lines in the message. (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
-    from aworld_train import cli, preflight
+    from aworld_train import cli
     from aworld_train.engines.verl import render as verl_render
     from aworld_train.errors import EngineFailed
+    from aworld_train.prerun import checks as preflight
 
     # the preflight has its own test below; vLLM cannot be installed here
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
@@ -522,8 +523,8 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
     """verl's resume_mode defaults to auto: a run without --resume would continue from old checkpoints."""
     import sys
 
-    from aworld_train import preflight
     from aworld_train.engines.verl import render as verl_render
+    from aworld_train.prerun import checks as preflight
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
