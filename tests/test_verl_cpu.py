@@ -153,10 +153,10 @@ class FakeStore:
             self.data.get(partition_id, {}).pop(key, None)
 
     def group(self, uid: str, statuses: list[str]) -> None:
-        """One finished prompt group as verl's agent loop leaves it, with our episode tags."""
-        trained = [s for s in statuses if s == "ok"]
+        """One prompt group as verl's agent loop leaves it, with our episode tags: `finished` even
+        when no episode gave an output (verl marks `failure` only a loop that raised)."""
         train = self.data.setdefault("train", {})
-        train[uid] = {"is_prompt": True, "status": "finished" if trained else "failure", "global_steps": 1}
+        train[uid] = {"is_prompt": True, "status": "finished", "global_steps": 1}
         for i, status in enumerate(statuses):
             if status == "ok":
                 train[f"{uid}_{i}"] = {"reward": 1.0}

@@ -78,8 +78,13 @@ class _EpisodeStatuses:
         self._aworld_selected: list[str] = []
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
-        reasons = super()._terminal_eviction_reasons(global_steps, partition_id)
-        failed = reasons[2]
+        stale, dapo, failed, counts = super()._terminal_eviction_reasons(global_steps, partition_id)
+        if self.sync_refill_failed_groups and partition_id != "val":
+            # verl marks a prompt `failure` only when its loop raised; ours returns no output for an
+            # episode it cannot train, and verl marks such a group `finished`, with nothing in it
+            materializable = {key.split("_")[0] for key in self.partitions[partition_id]}
+            failed = failed | (self.finished_keys[partition_id] - materializable)
+        reasons = (stale, dapo, failed, counts)
         if failed:
             self._failed_in_a_row |= failed
             if self._failed_groups_limit and len(self._failed_in_a_row) >= self._failed_groups_limit:
