@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-EARLY_MODULES = ("test_verl_cpu_e2e", "test_areal_cpu_e2e")
+# AReaL's run is not among them: beside the suite on 2 cores its local scheduler ran past its
+# time to fork a worker ("Failed to fork 1 out of 1 workers"); it runs alone at the end
+EARLY_MODULES = ("test_verl_cpu_e2e",)
 
 
 @dataclass
