@@ -121,7 +121,7 @@ def make_runner(tokenizer):
 
 def pytest_collection_modifyitems(session, config, items):
     """The long end-to-end runs' tests go last: their runs start with the session (below)."""
-    items.sort(key=lambda item: item.module.__name__ in early_runs.EARLY_MODULES)
+    items.sort(key=lambda item: item.module.__name__ in early_runs.LAST_MODULES)
 
 
 @pytest.fixture(scope="session", autouse=True)
