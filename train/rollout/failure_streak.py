@@ -21,6 +21,8 @@ FIXES = {
     "timeout": "episodes run past rollout.episode_timeout_s: raise it, or check the agent and its tools",
     "prompt_too_long": "first prompts do not fit: raise rollout.max_prompt_tokens, or shorten them",
     "error": "the agent or the policy raises: see the message",
+    "malformed_tool_call": "the policy writes no tool call the parser reads: check rollout.tool_parser, "
+    "or set rollout.train_on_malformed: true",
 }
 
 

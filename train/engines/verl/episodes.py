@@ -96,12 +96,7 @@ class _EpisodeStatuses:
         statuses = Counter(str(t.get("status")) for t in tags)
         listed = ", ".join(f"{status} {count}" for status, count in statuses.most_common())
         cause = statuses.most_common(1)[0][0] if statuses else ""
-        fix = FIXES.get(cause) or (
-            "the policy writes no tool call the parser reads: check rollout.tool_parser, or set "
-            "rollout.train_on_malformed: true"
-            if cause == "malformed_tool_call"
-            else "see the episodes' errors in the engine log"
-        )
+        fix = FIXES.get(cause, "see the episodes' errors in the engine log")
         return (
             f"no episode of the last {len(self._failed_in_a_row)} prompt groups could be trained "
             f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}. "
