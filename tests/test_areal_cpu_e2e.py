@@ -131,7 +131,7 @@ def test_our_reward_and_statuses_are_in_areals_stats(run):
         statuses = {tag: values[step] for tag, values in stats.items() if tag.startswith("rollout/status/")}
         assert sum(statuses.values()) == pytest.approx(1.0)
     failed_steps = [step for step, share in stats["rollout/status/reward_error"].items() if share > 0]
-    assert len(failed_steps) == 1 and 0 < stats["rollout/status/reward_error"][failed_steps[0]] < 1
+    assert failed_steps and all(stats["rollout/status/reward_error"][step] < 1 for step in failed_steps)
     # the failed group gave AReaL nothing: it counts it as rejected, in that step only
     assert {step for step, n in stats.get("rollout/rejected", {}).items() if n > 0} == set(failed_steps)
 
@@ -143,15 +143,18 @@ def groups(episodes: list[dict], size: int = 2) -> list[list[dict]]:
 
 def test_a_failed_episode_leaves_the_other_groups_advantages_as_without_it(run):
     """The task whose reward raises: both its episodes end as reward_error and give AReaL no row
-    (AReaL draws another task in its place); every other group trains with its own advantages."""
+    (AReaL draws another task in its place, which on 4 tasks may be that task again, from the next
+    epoch); every other group trains with its own advantages."""
     train = groups([e for e in run["episodes"] if e["phase"] == "train"])
     assert all(len({e["task_id"] for e in group}) == 1 for group in train)
     failed = [group for group in train if group[0]["task_id"] == "train-fails"]
-    assert len(failed) == 1
-    assert [e["status"] for e in failed[0]] == ["reward_error", "reward_error"]
-    assert all(e["advantage"] is None and e["reward"] is None for e in failed[0])
+    assert failed
+    for group in failed:
+        assert [e["status"] for e in group] == ["reward_error", "reward_error"]
+        assert all(e["advantage"] is None and e["reward"] is None for e in group)
     trained = [group for group in train if group[0]["task_id"] != "train-fails"]
-    assert len(trained) == 4  # 2 steps x 2 tasks
+    # 2 steps x 2 tasks; AReaL may have drawn more than the failed group's replacement ahead of the step
+    assert len(trained) >= 4
     for group in trained:
         expected = group_advantages([e["reward"] for e in group], [0] * len(group))
         assert [e["advantage"] for e in group] == pytest.approx(expected)

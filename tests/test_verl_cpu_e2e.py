@@ -126,10 +126,11 @@ def test_rollout_serves_the_updated_weights(run):
 def test_reward_and_statuses_in_verls_step_metrics(run):
     for metrics in run["steps"].values():
         episodes = metrics["training/aworld/episodes"]
-        assert episodes == 4  # batch 2 x group 2
+        # batch 2 x group 2 trained, plus the episodes of any group replaced by a fresh prompt
+        assert metrics["training/aworld/trained"] == 4
+        assert episodes == 4 + metrics["training/aworld/failed"]
         statuses = {k: v for k, v in metrics.items() if k.startswith("training/aworld/status/")}
         assert sum(statuses.values()) == episodes
-        assert metrics["training/aworld/trained"] + metrics["training/aworld/failed"] == episodes
         # our reward is verl's score over what it trained on: were the failed episodes in its batch
         # (reward 0), its mean would differ; the dense stand-in varies, so advantages do too
         assert metrics["training/aworld/reward/mean"] == pytest.approx(metrics["critic/score/mean"], abs=1e-5)
@@ -138,9 +139,11 @@ def test_reward_and_statuses_in_verls_step_metrics(run):
 
 def test_a_failed_episode_inside_the_run_is_in_the_metrics_and_carries_no_loss(run):
     """The task whose reward fails: both its episodes end as reward_error in the step that drew it,
-    verl gets no output for them, and the step still trains on the other task's two."""
+    verl gets no output for them, a fresh prompt takes the group's place, and the step trains on
+    two full groups."""
     failed = [m for m in run["steps"].values() if m["training/aworld/status/reward_error"]]
     assert len(failed) == 1
     metrics = failed[0]
     assert metrics["training/aworld/status/reward_error"] == metrics["training/aworld/failed"] == 2
-    assert metrics["training/aworld/trained"] == 2 and metrics["actor/grad_norm"] > 0
+    assert metrics["training/aworld/episodes"] == 6
+    assert metrics["training/aworld/trained"] == 4 and metrics["actor/grad_norm"] > 0
