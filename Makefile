@@ -16,7 +16,7 @@ BENCH_VENV ?= .venv-bench
 # AReaL 1.0.4 in an environment of its own (its torch, transformers and Hydra pins clash with ours)
 AREAL_VENV ?= .venv-areal
 
-.PHONY: setup setup-areal fetch chat-templates bench-env test demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -61,6 +61,9 @@ test:
 
 demo:
 	$(BIN)/aworld-train run examples/calculator/grpo_local.yaml
+
+team-demo:
+	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml

@@ -70,13 +70,12 @@ def count_cleanups() -> list[int]:
 
 def keep_registries() -> None:
     """Episodes drop only their history, as before `release_episode`."""
-    import aworld_train.rollout.episode as episode
-    from aworld_train.aworld.runtime import release_session
+    import aworld_train.aworld.runtime as runtime
 
-    async def history_only(agent, session_id: str) -> None:
-        release_session(session_id)
+    async def history_only(agents: list, session_id: str) -> None:
+        runtime.release_session(session_id)
 
-    episode.release_episode = history_only
+    runtime.release_episode = history_only  # AWorldRun.release looks it up when it runs
 
 
 def main() -> None:
@@ -92,8 +91,8 @@ def main() -> None:
 
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld import install
-    from aworld_train.aworld.agent_spec import load_agent_spec
     from aworld_train.aworld.runtime import registry_sizes
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids

@@ -169,7 +169,7 @@ def main() -> None:
     from verl.tools.tool_registry import load_all_tools
 
     from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer
 

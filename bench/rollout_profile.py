@@ -232,7 +232,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids

@@ -89,7 +89,7 @@ def calculator_url(calculator_server):
 @pytest.fixture
 def calculator_spec(calculator_server):
     from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     return load_agent_spec(build_agent(url=calculator_server.url))
 

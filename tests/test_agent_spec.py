@@ -5,11 +5,11 @@ from aworld_train.agents.calculator import build_agent as calculator_agent
 from aworld_train.aworld.agent_spec import (
     AgentSpec,
     build_agent,
-    load_agent_spec,
     protect_secrets,
     resolve_env_refs,
     spec_from_agent,
 )
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.errors import AgentSpecError
 
 

@@ -11,7 +11,7 @@ import re
 import httpx
 import pytest
 
-from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.env.agentgym import textcraft
 from aworld_train.env.agentgym.client import AgentGymClient, EnvError, ServerDown
 from aworld_train.env.agentgym.profiles import profile, split_actions

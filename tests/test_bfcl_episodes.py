@@ -33,7 +33,7 @@ def bfcl_server():
 @pytest.fixture
 def bfcl_spec(bfcl_server):
     from aworld_train.agents.bfcl import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     return load_agent_spec(build_agent(url=bfcl_server.url))
 

@@ -10,6 +10,7 @@ import pytest
 from aworld_train.engines.local.learner import build_samples
 from aworld_train.rollout.codec import (
     TASK_FIELD,
+    agent_units,
     chat_prompt,
     episode_samples,
     task_from_foreign_row,
@@ -110,8 +111,8 @@ def test_every_segment_trains_with_the_episodes_advantage():
     traj = _traj("ok", 1.0, segments=3)
     samples = episode_samples(traj)
     assert [s.response_ids for s in samples.segments] == [s.response_ids for s in traj.segments]
-    first, dropped = samples.one_row()  # engines that take one row per episode
-    assert first.response_ids == traj.segments[0].response_ids and dropped == 2
+    (unit,) = agent_units([samples], ["g"])  # engines that take one row per agent (AReaL): the first
+    assert unit.segments[0].response_ids == traj.segments[0].response_ids and len(unit.segments) == 3
     built, advantages = build_samples([traj, _traj("ok", 0.0)], ["g", "g"])
     assert [s.ids for s in built] == [[1, 2, 3, 9], [1, 2, 4, 9], [1, 2, 5, 9], [1, 2, 3, 9]]
     assert [s.advantage for s in built[:3]] == [advantages[0]] * 3

@@ -118,7 +118,7 @@ async def test_an_episode_that_uses_the_tools_right_scores_one(
     tokenizer, im_end, make_runtime, four_tools_server
 ):
     from aworld_train.agents.four_tools import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     rows = [json.loads(line) for line in open("examples/four_tools/test.jsonl")]
     row = next(

@@ -7,7 +7,7 @@ import pytest
 from gaia_support import SAMPLE, TOKEN, scripted_gaia_model, standard_servers, start_gateway
 
 from aworld_train.agents.gaia_client import get_agent_tool_env_and_servers
-from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.env.gaia.data import load_gaia
 from aworld_train.errors import DatasetError
 from aworld_train.evaluation.report import evaluate

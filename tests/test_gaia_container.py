@@ -147,7 +147,7 @@ def test_the_compose_files_limits_are_in_force(container):
 
 async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end, make_runner):
     from aworld_train.agents.gaia import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.dataset import load_tasks
     from aworld_train.env.gaia.data import load_gaia
     from aworld_train.evaluation.report import evaluate

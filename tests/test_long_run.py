@@ -119,7 +119,7 @@ async def test_two_batches_leave_registries_connections_and_tasks_as_they_found_
                 break
             await asyncio.sleep(0.05)
         assert f"cancel:{b}" in policy.hanging, [r.result().status for r in running if r.done()]
-        agents = [weakref.ref(e._run.agent) for e in episodes]  # the AWorld Agent of each
+        agents = [weakref.ref(e._run.agents[0]) for e in episodes]  # the AWorld Agent of each
         running[6].cancel()
         results = await asyncio.gather(*running, return_exceptions=True)
         return results, agents

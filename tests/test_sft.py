@@ -81,6 +81,16 @@ def test_trajectory_segments_are_taken_as_recorded():
     [sample] = trajectory_samples(record)
     assert sample.ids == [1, 2, 3, 4, 5, 6, 7] and sample.mask == [0, 0, 0, 1, 1, 0, 1]
 
+    # a team's trajectory: each agent's segment is a sample that keeps the agent's name
+    team = {
+        **record,
+        "segments": [
+            {**record["segments"][0], "agent": "planner"},
+            {**record["segments"][0], "agent": "solver"},
+        ],
+    }
+    assert [s.agent for s in trajectory_samples(team)] == ["planner", "solver"]
+
 
 def test_filters_keep_correct_trajectories(tmp_path, renderer, im_end):
     seg = {"prompt_ids": [1, 2], "response_ids": [3], "response_mask": [1]}

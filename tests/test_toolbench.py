@@ -161,7 +161,7 @@ def servers(rows_file):
 @pytest.fixture
 def spec(servers):
     from aworld_train.agents.toolbench import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     return load_agent_spec(build_agent(url=servers[0].url))
 
@@ -265,7 +265,7 @@ async def test_a_down_stabletoolbench_server_fails_the_episode(
     tokenizer, im_end, tasks, make_runtime, rows_file
 ):
     from aworld_train.agents.toolbench import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.env.launcher import free_port, start_server
 
     dead = f"http://127.0.0.1:{free_port()}/virtual"

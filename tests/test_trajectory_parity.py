@@ -88,7 +88,7 @@ def runtime_for(tokenizer, stop_ids):
 
 async def test_episodes_record_what_they_recorded_before_the_trims(calculator_url, runtime_for):
     from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     now = await record(load_agent_spec(build_agent()), runtime_for)  # with its few-shot turns
     before = json.loads(RECORDED.read_text())
@@ -102,7 +102,7 @@ def _write() -> None:  # pragma: no cover - run by hand
     import os
 
     from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
     from aworld_train.models import load_tokenizer, stop_token_ids

@@ -257,9 +257,11 @@ def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
         "tool_errors",
         "segments",
         "segments_dropped",
+        "agent",
         "truncated",
         "reward_extras",
     }
+    assert out.extra_fields["reward_extra_info"]["agent"] == "calculator_agent"
 
 
 def test_outputs_carry_the_weight_versions_and_stop_tokens_verl_needs(verl_run, tokenizer):
@@ -373,7 +375,7 @@ def test_token_parity_with_verls_tool_agent_loop(tmp_path, tokenizer, calculator
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from aworld_train.agents.calculator import SYSTEM_PROMPT, build_agent
-    from aworld_train.aworld.agent_spec import load_agent_spec
+    from aworld_train.aworld.specs import load_agent_spec
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     tok = copy.deepcopy(tokenizer)

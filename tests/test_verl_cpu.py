@@ -104,6 +104,22 @@ def test_episode_metrics_count_failed_episodes_and_every_status():
     assert metrics["training/aworld/status/tool_timeout"] == 1
     assert metrics["training/aworld/reward/mean"] == 0.5  # trained episodes only
     assert all(f"training/aworld/status/{s}" in metrics for s in STATUSES)
+    assert not any("/agent/" in key for key in metrics)  # a lone agent: no per-agent figures
+
+
+def test_episode_metrics_count_each_agents_samples_in_a_team():
+    from aworld_train.engines.verl.episodes import episode_metrics
+
+    tags = [
+        {"status": "ok", "trained": True, "reward": 1.0, "agents": {"planner": 1, "solver": 2}},
+        {"status": "ok", "trained": True, "reward": 0.0, "agents": {"planner": 1}},
+        {"status": "error", "trained": False, "reward": 0.0, "agents": {}},
+    ]
+    metrics = episode_metrics("training", tags)
+    assert metrics["training/aworld/agent/planner/samples"] == 2
+    assert metrics["training/aworld/agent/solver/samples"] == 2
+    assert metrics["training/aworld/agent/planner/episodes"] == 2
+    assert metrics["training/aworld/agent/solver/episodes"] == 1
 
 
 def test_cpu_server_samples_with_logprobs_and_loads_the_actors_weights(tiny_model_dir, tokenizer):

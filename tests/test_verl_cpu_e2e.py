@@ -10,16 +10,15 @@ The random tiny model never answers right, so the run's reward is a dense stand-
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import early_runs
 import pytest
+from verl_cpu_support import parse_steps
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
@@ -27,26 +26,6 @@ pytest.importorskip("transfer_queue")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
-
-
-def parse_steps(log: str) -> dict[int, dict[str, float]]:
-    """verl's console logger line per step: `step:N - key:value - key:value ...`."""
-    steps: dict[int, dict[str, float]] = {}
-    for line in log.splitlines():
-        match = STEP_LINE.search(line)
-        if not match:
-            continue
-        metrics = {}
-        for item in match.group(2).split(" - "):
-            key, _, value = item.partition(":")
-            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())
-            try:
-                metrics[key] = float(ast.literal_eval(value))
-            except (ValueError, SyntaxError):
-                continue
-        steps[int(match.group(1))] = metrics
-    return steps
 
 
 def start_run(tmp: Path) -> early_runs.Started:

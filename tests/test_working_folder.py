@@ -15,7 +15,7 @@ import asyncio, json, os, sys
 
 assert os.path.isdir("logs"), "AWorld no longer opens ./logs at import: this test checks nothing"
 from aworld_train.agents.calculator import build_agent
-from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.config import RolloutConfig
 from aworld_train.models import load_tokenizer, stop_token_ids
 from aworld_train.rollout.chat import ChatRenderer

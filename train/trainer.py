@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aworld_train.aworld.agent_spec import AgentSpec, build_agent, load_agent_spec
-from aworld_train.config import TrainConfig, load_config
+from aworld_train.aworld.agent_spec import build_agent
+from aworld_train.aworld.specs import Spec, load_agent_spec
+from aworld_train.aworld.swarm_spec import SwarmSpec, build_swarm
+from aworld_train.config import RolloutConfig, TrainConfig, load_config
 from aworld_train.dataset import load_tasks
 from aworld_train.dotenv_files import load_env_files
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
@@ -19,9 +21,10 @@ from aworld_train.models import check_model, dtype_setting
 from aworld_train.prerun.checks import run_folder_writable
 from aworld_train.prerun.mcp import check_mcp_servers
 from aworld_train.prerun.servers import check_server_environments
-from aworld_train.protocol import url_variable
+from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.trajectory import Task
+from aworld_train.validation import did_you_mean
 
 log = logging.getLogger("aworld_train")
 
@@ -56,7 +59,8 @@ class AgentTrainer:
         self.engine.validate(cfg)
         native = self.engine.native_inputs(cfg)
         check_server_environments(cfg.env)
-        self.spec: AgentSpec = load_agent_spec(agent if agent is not None else cfg.agent)
+        self.spec: Spec = load_agent_spec(agent if agent is not None else cfg.agent)
+        _check_agent_roles(self.spec, cfg.rollout)
         _check_rebuild(self.spec, [server.name for server in cfg.env])
         self.reward = RewardFunction.load(
             reward_func if reward_func is not None else cfg.reward.fn or native.reward,
@@ -188,15 +192,45 @@ def _reward_kwargs(common: dict[str, Any], native: dict[str, Any]) -> dict[str, 
     return {**native, **common}
 
 
-def _check_rebuild(spec: AgentSpec, env_servers: list[str]) -> None:
+def _check_agent_roles(spec: Spec, rollout: RolloutConfig) -> None:
+    """`rollout.frozen_agents` and `rollout.agent_endpoints` name agents of the spec, and leave one to train."""
+    names = [role.name for role in spec.roles()]
+    for field, listed in (
+        ("frozen_agents", rollout.frozen_agents),
+        ("agent_endpoints", list(rollout.agent_endpoints)),
+    ):
+        for name in listed:
+            if name not in names:
+                raise ConfigError(
+                    f"rollout.{field} names {name!r}, which is not an agent of {spec.name!r} "
+                    f"({', '.join(names)}){did_you_mean(name, names)}: name agents of the swarm"
+                )
+    for name, endpoint in rollout.agent_endpoints.items():
+        for key in ("base_url", "api_key"):
+            try:
+                resolve_env_refs(getattr(endpoint, key))
+            except MissingVariable as exc:
+                raise ConfigError(
+                    f"rollout.agent_endpoints.{name}.{key} uses ${{{exc.name}}}, which is not set: "
+                    "set it in the environment or in a .env file"
+                ) from None
+    if set(names) <= set(rollout.frozen_agents) | set(rollout.agent_endpoints):
+        raise ConfigError(
+            f"rollout.frozen_agents and rollout.agent_endpoints leave no agent of {spec.name!r} to train; "
+            "leave at least one agent out of them"
+        )
+
+
+def _check_rebuild(spec: Spec, env_servers: list[str]) -> None:
     """A worker rebuilds the agent from its spec: make sure that works now, not on a GPU node.
     The `<NAME>_MCP_URL` of the config's `env:` servers count as set: the run exports them."""
     exported = {url_variable(name): "http://127.0.0.1:1/mcp" for name in env_servers}
+    llm = {"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"}
+    env = {**exported, **os.environ}
     try:
-        build_agent(
-            spec,
-            llm={"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"},
-            env={**exported, **os.environ},
-        )
+        if isinstance(spec, SwarmSpec):
+            build_swarm(spec, lambda name: llm, env=env)
+        else:
+            build_agent(spec, llm=llm, env=env)
     except AgentSpecError as exc:
         raise AgentSpecError(f"agent cannot be rebuilt from its spec, as workers must: {exc}") from None

@@ -9,6 +9,8 @@ import asyncio
 import dataclasses
 import importlib
 import inspect
+import json
+import re
 
 import pytest
 import torch
@@ -268,3 +270,48 @@ def test_areals_advantages_leave_a_failed_episode_out_of_its_group(tmp_path):
     for i, name in enumerate(raw):
         got = out["advantages"][i][out["loss_mask"][i].bool()]
         assert torch.allclose(got, torch.full_like(got, advantages[name]), atol=1e-5), name
+
+
+def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
+    tmp_path, calculator_server, monkeypatch, tokenizer
+):
+    """The calculator pipeline (a planner, then the calculator agent): each episode gives one row per
+    agent, each row is its agent's exact ledger with AReaL's versions, and GRPO compares a planner
+    with the planners of the group, a calculator agent with the calculator agents."""
+    from aworld_train.rollout.codec import group_advantages
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_turns": 4}}
+    run = trainer_for(tmp_path, config, agent="aworld_train.agents.calculator_team:build_pipeline").render()
+    planned = iter(["2 * 3", "2 * 3", "2 * 4", "2 * 3"])  # the third planner gets it wrong
+
+    def reply(prompt):
+        if "Reply with the arithmetic expression" in prompt:
+            return next(planned)
+        # the calculator agent: its user message is the planner's expression
+        tail = prompt[prompt.rindex("<|im_start|>user\n") :]
+        results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", tail)
+        if results:
+            return f"The answer is {results[-1]}."
+        expression = tail.split("\n")[1].removesuffix("<|im_end|>")
+        return (
+            "<tool_call>\n"
+            + json.dumps({"name": "calculate", "arguments": {"expression": expression}})
+            + "\n</tool_call>"
+        )
+
+    workflow = workflow_like_areal(run, episodes_file=str(tmp_path / "episodes.jsonl"))
+    engine = FakeEngine(tokenizer, reply)
+    batch = asyncio.run(workflow.arun_episode(engine, rows(run)[1]))  # "What is 2 * 3?"
+    check_layout(batch)
+    assert batch["input_ids"].shape[0] == 8  # 4 episodes x 2 agents
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert [e["reward"] for e in episodes] == [1.0, 1.0, 0.0, 1.0]
+    assert all(set(e["agents"]) == {"planner", "calculator_agent"} for e in episodes)
+    # every row: its sampled tokens are some call's output, with that call's version
+    for i in range(8):
+        ids, mask, versions = (batch[k][i].tolist() for k in ("input_ids", "loss_mask", "versions"))
+        assert all(v > 0 for v, m in zip(versions, mask, strict=True) if m)
+        assert sum(mask) > 0 and sum(1 for v in versions if v > 0) == sum(mask)
+    expected = group_advantages([1.0, 1.0, 0.0, 1.0], [0] * 4)
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(expected * 2))

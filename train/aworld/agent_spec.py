@@ -16,15 +16,17 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from aworld_train.errors import AgentSpecError
 from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
 from aworld_train.protocol import resolve_env_refs as _resolve
+from aworld_train.rollout.driver import AgentRole
 
 if TYPE_CHECKING:
     from aworld_train.rollout.driver import LLMEndpoint
@@ -60,9 +62,25 @@ class AgentSpec(BaseModel):
     )
     factory: str | None = Field(None, description="'module:factory' the spec came from, if any")
 
+    def roles(self) -> list[AgentRole]:
+        return [AgentRole(self.name, list(self.few_shot), list(self.mcp_servers))]
+
     def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AWorldRun:
         """The AWorld Agent for one episode: a spec is the rollout core's AgentDriver."""
         return AWorldRun(self, endpoint, episode_id, task, max_turns)
+
+    def build_run(
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int
+    ) -> tuple[Callable[[], Any], list[Any], LLMEndpoint]:
+        """What gives each user turn of one episode its AWorld swarm (this agent alone), its agents,
+        and the endpoint their calls go to."""
+        from aworld_train.aworld.runtime import Swarm
+
+        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
+        spec = self.model_copy(update={"system_prompt": task.system}) if task.system else self
+        llm = episode_llm(spec, episode_id, max_turns)
+        agent = build_agent(spec, llm=llm, episode_id=episode_id, task_id=task.id)
+        return lambda: Swarm(agent), [agent], endpoint
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
@@ -206,59 +224,21 @@ def import_object(reference: str, what: str) -> Any:
     return getattr(module, attr)
 
 
-def load_agent_spec(agent: Any) -> AgentSpec:
-    """An Agent object, an AgentSpec, a 'module:factory' string or an agent YAML path -> spec."""
-    if isinstance(agent, AgentSpec):
-        return agent
-    if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
-        from aworld_train.errors import ConfigError
-        from aworld_train.validation import explain_validation, read_yaml
-
-        try:
-            data = read_yaml(agent, "agent YAML")
-        except ConfigError as exc:
-            raise AgentSpecError(str(exc)) from None
-        try:
-            return AgentSpec.model_validate(data)
-        except ValidationError as exc:
-            raise AgentSpecError(
-                f"agent YAML {str(agent)!r}: " + explain_validation(exc, AgentSpec, "agent")
-            ) from None
-    if isinstance(agent, str):
-        factory = import_object(agent, "agent factory")
-        if not callable(factory):
-            raise AgentSpecError(
-                f"agent factory {agent!r} is a {type(factory).__name__}, not callable: name a function "
-                "that returns an AWorld Agent"
-            )
-        try:
-            built = factory()
-        except Exception as exc:
-            raise AgentSpecError(
-                f"agent factory {agent!r} failed ({type(exc).__name__}: {exc}): fix it so that, called "
-                "with no arguments, it returns an AWorld Agent"
-            ) from exc
-        return spec_from_agent(built, factory=agent)
-    if agent is None:
-        raise AgentSpecError(
-            "agent is required: pass an AWorld Agent, 'module:factory' or an agent YAML path"
-        )
-    return spec_from_agent(agent)
-
-
 def build_agent(
     spec: AgentSpec,
     llm: dict[str, Any] | None = None,
     episode_id: str | None = None,
     task_id: str | None = None,
     env: dict[str, str] | None = None,
+    agent_id: str | None = None,
 ):
     """An AWorld Agent equivalent to the one `spec` came from.
 
     `llm` sets the engine fields (provider, base_url, model name); `episode_id` goes
     into every MCP server's headers so stateful servers can isolate episodes, with
     `task_id` and the user turn (0; see `aworld_runtime.set_turn`) beside it. `env`
-    resolves the spec's `${VAR}` references instead of the process environment.
+    resolves the spec's `${VAR}` references instead of the process environment. `agent_id` replaces
+    AWorld's random id (a swarm's agents are each other's tools under their ids).
     """
     from aworld_train.aworld import install
     from aworld_train.aworld.runtime import Agent, AgentConfig
@@ -284,46 +264,47 @@ def build_agent(
             mcp_servers=list(spec.mcp_servers),
             tool_names=list(spec.tool_names) or None,
             conf=conf,
+            agent_id=agent_id,
         )
     except Exception as exc:
         raise AgentSpecError(f"agent {spec.name!r} cannot be rebuilt from its spec: {exc}") from exc
 
 
-class AWorldRun:
-    """One episode's AWorld Agent, rebuilt from its spec, whose LLM calls our provider routes to the
-    episode (`provider.py`): `turn` runs a user turn, `release` forgets the episode."""
+def episode_llm(spec: AgentSpec, episode_id: str, max_turns: int, agent: str = "") -> dict[str, Any]:
+    """The engine's LLM fields of one agent in one episode: its calls go to our provider, which
+    hands them to the episode (`agent` names it among a team's agents)."""
+    from aworld_train.aworld import provider
 
-    def __init__(
-        self, spec: AgentSpec, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int
-    ) -> None:
+    return {
+        "llm_provider": provider.PROVIDER_NAMES[0],
+        "llm_base_url": provider.episode_url(episode_id, agent),
+        "llm_model_name": "aworld-train-policy",
+        "llm_api_key": "not-used",
+        "max_steps": max_turns + 2,
+        # later user turns must see the earlier ones: AWorld keys history by task otherwise
+        "memory_config": {**spec.agent_config.get("memory_config", {}), "history_scope": "session"},
+    }
+
+
+class AWorldRun:
+    """One episode's AWorld agent, or swarm, rebuilt from its spec (`spec.build_run`), whose LLM
+    calls our provider routes to the episode (`provider.py`): `turn` runs a user turn, `release`
+    forgets the episode."""
+
+    def __init__(self, spec: Any, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> None:
         from aworld_train.aworld import install, provider
 
         install()
-        # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
-        if task.system:
-            spec = spec.model_copy(update={"system_prompt": task.system})
         self.episode_id = episode_id
-        self.agent = build_agent(
-            spec,
-            llm={
-                "llm_provider": provider.PROVIDER_NAMES[0],
-                "llm_base_url": provider.episode_url(episode_id),
-                "llm_model_name": "aworld-train-policy",
-                "llm_api_key": "not-used",
-                "max_steps": max_turns + 2,
-                # later user turns must see the earlier ones: AWorld keys history by task otherwise
-                "memory_config": {**spec.agent_config.get("memory_config", {}), "history_scope": "session"},
-            },
-            episode_id=episode_id,
-            task_id=task.id,
-        )
+        self.swarm_for_turn, self.agents, endpoint = spec.build_run(endpoint, episode_id, task, max_turns)
         provider.attach(episode_id, endpoint)
 
     async def turn(self, user_turn: int, text: str) -> str | None:
         from aworld_train.aworld.runtime import run_turn, set_turn
 
-        set_turn(self.agent, user_turn)
-        response = await run_turn(self.agent, text, self.episode_id)
+        for agent in self.agents:
+            set_turn(agent, user_turn)
+        response = await run_turn(self.swarm_for_turn(), self.agents, text, self.episode_id)
         if response is not None and not getattr(response, "success", True):
             return f"AWorld ended the turn without success: {getattr(response, 'msg', '')}"
         return None
@@ -333,4 +314,4 @@ class AWorldRun:
         from aworld_train.aworld.runtime import release_episode
 
         provider.detach(self.episode_id)
-        await release_episode(self.agent, self.episode_id)
+        await release_episode(self.agents, self.episode_id)

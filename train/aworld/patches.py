@@ -384,10 +384,10 @@ def _forget_session_state(session_id: str, task_ids: set[str]) -> None:
             bus._transformer.pop(task_id, None)
 
 
-async def release_episode_state(agent, session_id: str, task_ids: set[str]) -> None:
-    """Remove one finished episode's agent, sandbox, state nodes and event queues from AWorld."""
+async def release_episode_state(agents: list, session_id: str, task_ids: set[str]) -> None:
+    """Remove one finished episode's agents, sandboxes, state nodes and event queues from AWorld."""
     apply()  # what follows was read against AWORLD_VERSION only
-    if agent is not None:
+    for agent in agents:
         _forget_agent(agent)
         sandbox = getattr(agent, "sandbox", None)
         if sandbox is not None:

@@ -1,13 +1,15 @@
 """The AWorld LLM provider that routes each agent call to its episode.
 
-Each episode rebuilds its agent with `llm_base_url = aworld-train://<episode id>`;
-the provider looks the episode up by that id, so concurrent episodes never share
-a ledger, whatever tasks or threads AWorld runs them on.
+Each episode rebuilds its agent with `llm_base_url = aworld-train://<episode id>` (each agent
+of a team with `aworld-train://<episode id>/<agent name>`); the provider looks the episode up by
+that id and names the calling agent, so concurrent episodes, and the agents of one team, never
+share a ledger, whatever tasks or threads AWorld runs them on.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 from aworld_train.aworld.runtime import (
     Function,
@@ -28,8 +30,14 @@ PROVIDER_NAMES = ("aworld_train", "verl")
 _ACTIVE: dict[str, LLMEndpoint] = {}
 
 
-def episode_url(episode_id: str) -> str:
-    return SCHEME + episode_id
+def episode_url(episode_id: str, agent: str = "") -> str:
+    """The base URL of one agent's LLM in one episode: `aworld-train://<episode>[/<agent>]`."""
+    return SCHEME + episode_id + (f"/{quote(agent, safe='')}" if agent else "")
+
+
+def _parse(url: str) -> tuple[str, str]:
+    episode_id, _, agent = url[len(SCHEME) :].partition("/")
+    return episode_id, unquote(agent)
 
 
 def attach(episode_id: str, endpoint: LLMEndpoint) -> None:
@@ -58,24 +66,27 @@ class AworldTrainProvider(LLMProviderBase):
     def postprocess_response(self, response: Any) -> ModelResponse:
         return response
 
-    def _endpoint(self) -> LLMEndpoint:
+    def _endpoint(self) -> tuple[LLMEndpoint, str]:
+        """The episode this agent's calls go to, and the agent's name in it ("" for a lone agent)."""
         url = self.base_url or ""
         if not url.startswith(SCHEME):
             raise RuntimeError(
                 f"llm_provider '{PROVIDER_NAMES[0]}' serves agents run by aworld-train episodes; "
                 f"this agent's llm_base_url is {url!r}. Run it through AgentTrainer or `aworld-train eval`."
             )
-        endpoint = _ACTIVE.get(url[len(SCHEME) :])
+        episode_id, agent = _parse(url)
+        endpoint = _ACTIVE.get(episode_id)
         if endpoint is None:
             raise RuntimeError(f"no running episode for {url!r}: the episode already ended")
-        return endpoint
+        return endpoint, agent
 
     async def acompletion(
         self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs
     ):
         # AWorld's serialiser turns every None after the first into the string 'None';
         # its own sanitiser restores the OpenAI message shape.
-        reply = await self._endpoint().complete(sanitize_openai_messages(messages), kwargs.get("tools"))
+        endpoint, agent = self._endpoint()
+        reply = await endpoint.complete(sanitize_openai_messages(messages), kwargs.get("tools"), agent)
         return model_response(reply)
 
     def completion(self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs):

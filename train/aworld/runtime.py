@@ -18,7 +18,7 @@ quiet_aworld_console()
 # The agent module must come first: importing aworld.models.llm alone hits a circular import.
 from aworld.agents.llm_agent import Agent  # noqa: E402
 from aworld.config import AgentConfig  # noqa: E402
-from aworld.core.agent.swarm import Swarm  # noqa: E402
+from aworld.core.agent.swarm import HandoffSwarm, HybridSwarm, Swarm, TeamSwarm, WorkflowSwarm  # noqa: E402
 from aworld.core.context.amni import AmniConfigFactory  # noqa: E402
 from aworld.core.llm_provider import LLMProviderBase  # noqa: E402
 from aworld.core.task import Task as AworldTask  # noqa: E402
@@ -27,6 +27,9 @@ from aworld.models.llm import register_llm_provider  # noqa: E402
 from aworld.models.model_response import Function, ModelResponse, ToolCall  # noqa: E402
 from aworld.models.openai_message_sanitizer import sanitize_openai_messages  # noqa: E402
 from aworld.runner import Runners  # noqa: E402
+
+# a SwarmSpec's kind -> the AWorld class that builds it
+SWARM_CLASSES = {"workflow": WorkflowSwarm, "team": TeamSwarm, "handoff": HandoffSwarm, "hybrid": HybridSwarm}
 
 
 def release_session(session_id: str) -> None:
@@ -41,11 +44,11 @@ def release_session(session_id: str) -> None:
 _turns: dict[str, dict] = {}
 
 
-async def release_episode(agent, session_id: str) -> None:
+async def release_episode(agents: list, session_id: str) -> None:
     """Leave nothing of a finished episode behind, whatever way it ended.
 
     A turn still running (the episode timed out or was cancelled) is cancelled first; then the
-    agent, its sandbox and MCP sessions, its state nodes, event queues and history go.
+    agents, their sandboxes and MCP sessions, the state nodes, event queues and history go.
     """
     record = _turns.pop(session_id, None) or {"tasks": set(), "runner": None}
     runner = record["runner"]
@@ -53,7 +56,7 @@ async def release_episode(agent, session_id: str) -> None:
         runner.cancel()
         await asyncio.wait({runner}, timeout=patches.RELEASE_TIMEOUT_S)
     try:
-        await patches.release_episode_state(agent, session_id, record["tasks"])
+        await patches.release_episode_state(agents, session_id, record["tasks"])
     finally:
         release_session(session_id)
 
@@ -89,8 +92,8 @@ def set_turn(agent, turn: int) -> None:
         mcpservers.tool_list = None
 
 
-async def run_turn(agent, text: str, session_id: str):
-    """One user turn of `agent` in session `session_id`.
+async def run_turn(swarm, agents: list, text: str, session_id: str):
+    """One user turn of `swarm` (its `agents` named) in session `session_id`.
 
     `Runners.run` gives each call a fresh context whose history scope is the task,
     so a second user turn would not see the first. An episode is one session:
@@ -98,15 +101,16 @@ async def run_turn(agent, text: str, session_id: str):
     """
     config = AmniConfigFactory.create()
     config.agent_config.history_scope = "session"
-    agent.task = text
-    swarm = Swarm(agent)
+    for agent in agents:
+        agent.task = text
     task = AworldTask(
         input=text, swarm=swarm, event_driven=swarm.event_driven, session_id=session_id, context_config=config
     )
     record = _turns.setdefault(session_id, {"tasks": set(), "runner": None})
     record["tasks"].add(task.id)
     record["runner"] = asyncio.current_task()
-    patches.claim_sandbox(agent, task.id)
+    for agent in agents:
+        patches.claim_sandbox(agent, task.id)
     return (await Runners.run_task(task))[task.id]
 
 
@@ -117,6 +121,8 @@ __all__ = [
     "LLMProviderBase",
     "ModelResponse",
     "Runners",
+    "SWARM_CLASSES",
+    "Swarm",
     "ToolCall",
     "register_llm_provider",
     "registry_sizes",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from aworld_train.aworld.agent_spec import AgentSpec
+    from aworld_train.aworld.specs import Spec
     from aworld_train.config import TrainConfig
     from aworld_train.reward import RewardFunction
     from aworld_train.rollout.trajectory import Task
@@ -31,7 +31,7 @@ class NativeInputs:
 @dataclass(frozen=True)
 class RunInputs:
     config: TrainConfig
-    spec: AgentSpec
+    spec: Spec
     reward: RewardFunction
     train_tasks: tuple[Task, ...]
     test_tasks: tuple[Task, ...]

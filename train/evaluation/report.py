@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aworld_train.rollout.agent_stats import agent_metrics
 from aworld_train.rollout.policy import PolicyClient
 from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -96,6 +97,7 @@ class EvalReport:
             "mean_turns": round(self.mean_turns, 3),
             "statuses": self.statuses,
             "wall_s": round(self.wall_s, 1),
+            **{key: round(value, 4) for key, value in agent_metrics(self.trajectories).items()},
         }
 
     def text(self) -> str:
@@ -106,10 +108,16 @@ class EvalReport:
             if k > 1 and self.episodes
             else ""
         )
+        per_agent = agent_metrics(self.trajectories)
+        agents = "".join(
+            f" | {key.split('/')[1]}: tool calls {value:.2f}"
+            for key, value in per_agent.items()
+            if key.endswith("/tool_calls_mean")
+        )
         return (
             f"{at_k}episodes {self.episodes} | accuracy {self.accuracy:.3f} | mean reward {self.mean_reward:.3f} | "
             f"tool-call rate {self.tool_call_rate:.3f} | mean turns {self.mean_turns:.2f} | "
-            f"statuses: {statuses} | {self.wall_s:.1f}s"
+            f"statuses: {statuses}{agents} | {self.wall_s:.1f}s"
         )
 
     def write_jsonl(self, path: str | Path, extra: dict | None = None, append: bool = False) -> Path:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aworld_train.aworld.agent_spec import AgentSpec
+from aworld_train.aworld.specs import Spec
 from aworld_train.config import TrainConfig
 from aworld_train.errors import ModelError
 from aworld_train.evaluation.report import EvalReport, evaluate
@@ -244,7 +244,7 @@ def _loadable(ref: str) -> bool:
 
 def run_suite(
     config: TrainConfig,
-    spec: AgentSpec,
+    spec: Spec,
     tasks: list[Task],
     reward: RewardFunction,
     out_dir: str | Path,

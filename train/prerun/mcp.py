@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from aworld_train.aworld.agent_spec import AgentSpec
+from aworld_train.aworld.specs import Spec
 from aworld_train.errors import ToolServerError
 from aworld_train.protocol import ENV_REF, MissingVariable, resolve_env_refs, url_variable
 
@@ -52,7 +52,7 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def check_mcp_servers(spec: AgentSpec, env_names: list[str], timeout_s: float = 5.0) -> dict[str, list[str]]:
+def check_mcp_servers(spec: Spec, env_names: list[str], timeout_s: float = 5.0) -> dict[str, list[str]]:
     """Every HTTP MCP server of the agent whose URL resolves now answers and lists tools.
 
     Returns the tools each checked server listed; raises ToolServerError otherwise.

@@ -9,8 +9,12 @@ Every engine goes through here, so the rules are the same everywhere:
 - GRPO's advantage is the reward less its group's mean (over its std), over the episodes that
   count: one function for every engine that normalises itself (local, AReaL's workflow).
 - An episode whose agent rewrote its history has several ledger segments: each one is a
-  sample with the episode's advantage. An engine that takes one row per episode (AReaL)
-  trains the first and counts the others as `segments_dropped`.
+  sample with the episode's advantage. An engine that takes one row per agent and episode
+  (AReaL) trains each agent's first and counts the others as `segments_dropped`.
+- A team's episode has a ledger per agent; every segment names its agent. Frozen agents
+  (`rollout.frozen_agents`) give no sample. Each trained agent's reward is the episode's, or
+  the one the reward function gave it (`agent_rewards` in its extras), and GRPO compares an
+  agent with the same agent in the other samples of its task (`agent_units`).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -96,6 +100,7 @@ class SegmentSample:
     response_mask: list[int]  # the loss mask: the ledger's, or all 0 for a failed episode
     sampled_mask: list[int]  # the ledger's: 1 where the policy sampled the token
     response_logprobs: list[float]
+    agent: str = ""  # whose ledger it comes from
 
 
 @dataclass(frozen=True)
@@ -105,17 +110,19 @@ class EpisodeSamples:
     segments: list[SegmentSample]  # every segment the policy sampled in, in order
     reward: float
     in_baseline: bool  # False: a failed episode: no loss, outside its group's mean and std
+    agent_rewards: dict[str, float] = field(default_factory=dict)  # where the reward named agents
 
     @property
     def trainable(self) -> bool:
         return self.in_baseline and any(any(s.response_mask) for s in self.segments)
 
-    def one_row(self) -> tuple[SegmentSample | None, int]:
-        """For engines that take one row per episode: the first segment, and how many were dropped."""
-        return (self.segments[0] if self.segments else None), max(0, len(self.segments) - 1)
+    def reward_of(self, agent: str) -> float:
+        return self.agent_rewards.get(agent, self.reward)
 
 
-def episode_samples(traj: Trajectory, train_on_malformed: bool = False) -> EpisodeSamples:
+def episode_samples(
+    traj: Trajectory, train_on_malformed: bool = False, frozen_agents: Collection[str] = ()
+) -> EpisodeSamples:
     usable = traj.trainable(train_on_malformed)
     segments = [
         SegmentSample(
@@ -124,11 +131,40 @@ def episode_samples(traj: Trajectory, train_on_malformed: bool = False) -> Episo
             response_mask=list(seg.response_mask) if usable else [0] * len(seg.response_mask),
             sampled_mask=list(seg.response_mask),
             response_logprobs=list(seg.response_logprobs),
+            agent=seg.agent,
         )
         for seg in traj.segments
-        if seg.response_ids
+        if seg.response_ids and seg.agent not in frozen_agents
     ]
-    return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable)
+    named = traj.reward_extras.get("agent_rewards") if usable else None
+    agent_rewards = {str(k): float(v) for k, v in named.items()} if isinstance(named, dict) else {}
+    return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable, agent_rewards)
+
+
+@dataclass(frozen=True)
+class AgentUnit:
+    """One agent's samples of one episode: what GRPO gives one advantage."""
+
+    episode: int  # index of the episode
+    agent: str
+    segments: list[SegmentSample]
+    reward: float
+    group: Hashable  # (the episode's group, the agent)
+
+
+def agent_units(episodes: Sequence[EpisodeSamples], groups: Sequence[Hashable]) -> list[AgentUnit]:
+    """The trainable agents' samples of every trainable episode, grouped by task and agent, in order."""
+    units = []
+    for index, (episode, group) in enumerate(zip(episodes, groups, strict=True)):
+        if not episode.trainable:
+            continue
+        by_agent: dict[str, list[SegmentSample]] = {}
+        for seg in episode.segments:
+            by_agent.setdefault(seg.agent, []).append(seg)
+        for agent, segments in by_agent.items():
+            if any(any(s.response_mask) for s in segments):
+                units.append(AgentUnit(index, agent, segments, episode.reward_of(agent), (group, agent)))
+    return units
 
 
 def group_advantages(

@@ -2,8 +2,10 @@
 
 The rollout core (ledger, limits, statuses, codec) knows an agent only through these protocols:
 an `AgentDriver` starts one `AgentRun` per episode, whose every LLM call the driver routes to the
-episode's `complete` (an `LLMEndpoint`), answered with a `Reply`. The AWorld driver is
-`aworld_train.aworld.driver`; its `AgentSpec` is the driver a run is given.
+episode's `complete` (an `LLMEndpoint`), answered with a `Reply`. A driver may run several agents
+(a multi-agent team): each call names its agent, and the episode keeps one token ledger per agent.
+The AWorld drivers are `aworld_train.aworld.agent_spec.AgentSpec` (one agent) and
+`aworld_train.aworld.swarm_spec.SwarmSpec` (an AWorld swarm).
 """
 
 from __future__ import annotations
@@ -27,10 +29,23 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AgentRole:
+    """What an episode needs to know of one agent a driver runs."""
+
+    name: str
+    few_shot: list[dict[str, Any]] = field(default_factory=list)  # after the system message of its prompts
+    mcp_servers: list[str] = field(default_factory=list)  # the servers of the driver's mcp_config it uses
+
+
 class LLMEndpoint(Protocol):
     """Where an agent's LLM calls land: the episode."""
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply: ...
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, agent: str = ""
+    ) -> Reply:
+        """Answer one LLM call of agent `agent` (one of the driver's roles; "" for its first)."""
+        ...
 
 
 class AgentRun(Protocol):
@@ -46,11 +61,13 @@ class AgentRun(Protocol):
 
 
 class AgentDriver(Protocol):
-    """An agent that episodes can run: picklable (rollout workers get a copy)."""
+    """One agent, or a team of agents, that episodes can run: picklable (rollout workers get a copy)."""
 
-    few_shot: list[dict[str, Any]]  # example turns placed after the system message of every prompt
-    mcp_config: dict[str, Any]  # {"mcpServers": {name: {"url": ...}}}: the tools' servers
-    mcp_servers: list[str]  # the servers of mcp_config the agent uses
+    mcp_config: dict[str, Any]  # {"mcpServers": {name: {"url": ...}}}: every agent's tool servers
+
+    def roles(self) -> list[AgentRole]:
+        """The agents it runs, the first one first; each keeps its own ledger in an episode."""
+        ...
 
     def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AgentRun:
         """The agent for one episode, its LLM calls sent to `endpoint`; nothing runs yet."""

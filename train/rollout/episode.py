@@ -1,8 +1,8 @@
 """One task run by an agent against its MCP tools, recorded token by token.
 
 The episode owns the agent's LLM: every call lands in `complete`, which extends
-the ledger, asks the policy for ids, parses tool calls from the sampled text and
-answers the agent (a `Reply`). The agent, started through its driver (`rollout/driver.py`;
+the calling agent's ledger (a team keeps one per agent), asks the policy for ids, parses tool
+calls from the sampled text and answers the agent (a `Reply`). The agent, started through its driver (`rollout/driver.py`;
 AWorld's is `aworld/driver.py`), executes the tools. The episode ends on the agent's final
 answer, on max turns, on its timeout, when a tool call gets no answer in time
 (the server hung or died), or on a malformed tool call; every ending is a
@@ -21,8 +21,9 @@ from urllib.parse import urlparse
 
 from aworld_train.errors import RewardError
 from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
+from aworld_train.rollout.agent_endpoint import ExternalAgent
 from aworld_train.rollout.chat import content_text
-from aworld_train.rollout.driver import AgentDriver, AgentRun, Reply, Reward
+from aworld_train.rollout.driver import AgentDriver, AgentRole, AgentRun, Reply, Reward
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.policy import SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
@@ -54,7 +55,9 @@ class Episode:
         self.cfg = runtime.rollout
         self.reward = reward
         self.id = episode_id or uuid.uuid4().hex
-        self.ledger = TokenLedger(runtime.renderer, runtime.stop_token_ids, agent.few_shot)
+        self.roles = {role.name: role for role in agent.roles()}
+        self.ledgers: dict[str, TokenLedger] = {}  # by agent, in the order they first called
+        self._external: dict[str, ExternalAgent] = {}  # agents answered by rollout.agent_endpoints
         self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
         self._ended = asyncio.Event()
         self._turn_calls = 0
@@ -102,18 +105,18 @@ class Episode:
         servers = (self.agent.mcp_config.get("mcpServers") or {}).items()
         return [(n, _resolved(c["url"])) for n, c in servers if isinstance(c, dict) and c.get("url")]
 
-    async def _tools_missing(self, tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+    async def _tools_missing(
+        self, tools: list[dict[str, Any]] | None, role: AgentRole, first_call: bool
+    ) -> tuple[str, str] | None:
         """A configured MCP server that gave the agent no tools: (status, error), or None.
 
         AWorld drops a server that does not answer and the agent goes on without its
         tools (every call it makes is answered "can not find ... tool"), so this is
-        checked before the first LLM call of an episode, and whenever no tools arrive.
+        checked before each agent's first LLM call of an episode, and whenever no tools arrive.
         """
-        if self.traj.num_turns > 0 and tools:
+        if not first_call and tools:
             return None
-        configured = [
-            n for n in self.agent.mcp_servers if n in (self.agent.mcp_config.get("mcpServers") or {})
-        ]
+        configured = [n for n in role.mcp_servers if n in (self.agent.mcp_config.get("mcpServers") or {})]
         urls = dict(self._server_urls())
         down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
         if down:
@@ -128,12 +131,14 @@ class Episode:
         return None
 
     # -- the LLM endpoint the agent calls --------------------------------------
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, agent: str = ""
+    ) -> Reply:
         self._disarm_watchdog()
         if self._ended.is_set():
             return await self._hold()
         try:
-            return await self._complete(messages, tools)
+            return await self._complete(messages, tools, self._role(agent))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -142,11 +147,26 @@ class Episode:
             self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
             return await self._hold()
 
-    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
+    def _role(self, agent: str) -> AgentRole:
+        if not agent:
+            return next(iter(self.roles.values()))
+        if agent not in self.roles:
+            raise ValueError(f"agent {agent!r} is not one of the driver's agents ({', '.join(self.roles)})")
+        return self.roles[agent]
+
+    def _ledger(self, role: AgentRole) -> TokenLedger:
+        if role.name not in self.ledgers:
+            renderer, stops = self.runtime.renderer, self.runtime.stop_token_ids
+            self.ledgers[role.name] = TokenLedger(renderer, stops, role.few_shot, agent=role.name)
+        return self.ledgers[role.name]
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, role: AgentRole
+    ) -> Reply:
         self._collect_tool_results(messages)
         if self._ended.is_set():  # a tool server reported its backend down
             return await self._hold()
-        missing = await self._tools_missing(tools)
+        missing = await self._tools_missing(tools, role, first_call=role.name not in self.ledgers)
         if missing is not None:
             self._end(*missing)
             return await self._hold()
@@ -154,26 +174,22 @@ class Episode:
         if self._turn_calls > self.cfg.max_turns:
             self._end("max_turns")
             return await self._hold()
-        prompt_ids = self.ledger.prompt(messages, tools)
-        if (
-            self.traj.num_turns == 0
-            and self.cfg.max_prompt_tokens
-            and len(prompt_ids) > self.cfg.max_prompt_tokens
-        ):
+        if role.name in self.cfg.agent_endpoints:
+            return await self._complete_elsewhere(messages, tools, role)
+        ledger = self._ledger(role)
+        first_prompt = not ledger.segments
+        prompt_ids = ledger.prompt(messages, tools)
+        if first_prompt and self.cfg.max_prompt_tokens and len(prompt_ids) > self.cfg.max_prompt_tokens:
             # never cut the prompt: a left-truncated prompt is not what the ledger holds
             self._end(
                 "prompt_too_long",
-                f"the first prompt has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
+                f"the first prompt of agent {role.name!r} has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
             )
             return await self._hold()
         budget = self.cfg.max_total_tokens - len(prompt_ids)
         if self.cfg.max_response_tokens is not None:
-            first = self.ledger.segments[0]
-            used = (
-                len(self.ledger) - len(first.prompt_ids)
-                if len(self.ledger.segments) == 1
-                else len(self.ledger)
-            )
+            first = ledger.segments[0]
+            used = len(ledger) - len(first.prompt_ids) if len(ledger.segments) == 1 else len(ledger)
             budget = min(budget, self.cfg.max_response_tokens - used)
         if budget <= 0:
             self._end(
@@ -218,20 +234,13 @@ class Episode:
         assistant: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             assistant["tool_calls"] = calls
-        self.ledger.record(gen, assistant)
+        ledger.record(gen, assistant)
         self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
         if parsed.malformed:
             self._end("malformed_tool_call", "; ".join(parsed.errors))
             return await self._hold()
-        for call, parsed_call in zip(calls, parsed.calls, strict=True):
-            record = ToolCallRecord(
-                call["id"], parsed_call.name, parsed_call.arguments, turn=turn, user_turn=self._user_turn
-            )
-            self.traj.tool_calls.append(record)
-            self._calls_by_id[call["id"]] = record
-        if calls:
-            self._arm_watchdog()
-        else:
+        self._made_calls(calls, [(c.name, c.arguments) for c in parsed.calls], turn, role)
+        if not calls:
             self.traj.final_answer = content
         return Reply(
             id=f"{self.id}-{turn}",
@@ -244,6 +253,38 @@ class Episode:
                 "total_tokens": len(prompt_ids) + len(gen.token_ids),
             },
         )
+
+    def _made_calls(
+        self, calls: list[dict[str, Any]], parsed: list[tuple[str, Any]], turn: int, role: AgentRole
+    ) -> None:
+        """Record the calls an agent made, and wait for their results no longer than tool_timeout_s."""
+        for call, (name, arguments) in zip(calls, parsed, strict=True):
+            record = ToolCallRecord(
+                call["id"], name, arguments, turn=turn, user_turn=self._user_turn, agent=role.name
+            )
+            self.traj.tool_calls.append(record)
+            self._calls_by_id[call["id"]] = record
+        if calls:
+            self._arm_watchdog()
+
+    async def _complete_elsewhere(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, role: AgentRole
+    ) -> Reply:
+        """An agent of `rollout.agent_endpoints`: its endpoint answers, outside every ledger."""
+        if role.name not in self._external:
+            self._external[role.name] = ExternalAgent(self.cfg.agent_endpoints[role.name])
+        reply = await self._external[role.name].complete(messages, tools)
+        turn = self.traj.num_turns
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(reply.finish_reason)
+        self.traj.messages = [_plain(m) for m in messages] + [
+            _plain({"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls})
+        ]
+        parsed = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in reply.tool_calls]
+        self._made_calls(reply.tool_calls, parsed, turn, role)
+        if not reply.tool_calls:
+            self.traj.final_answer = reply.content
+        return reply
 
     def _collect_tool_results(self, messages: list[dict[str, Any]]) -> None:
         """Record the tool results; a call whose server's backend was down ends the episode."""
@@ -269,8 +310,10 @@ class Episode:
             self._disarm_watchdog()
             if self._run is not None:
                 await self._run.release()  # what the agent's framework keeps for it
+            for external in self._external.values():
+                await external.client.close()
             await release_on_servers(self.agent.mcp_config, self.id)  # the tool servers' state for it
-        self.traj.segments = self.ledger.segments
+        self.traj.segments = [seg for ledger in self.ledgers.values() for seg in ledger.segments]
         self.traj.timings = {
             "total_s": round(time.perf_counter() - started, 4),
             "policy_s": round(self._policy_s, 4),
@@ -389,6 +432,13 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
                 else message[key]
             )
     return out
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return text
 
 
 def _resolved(url: str) -> str:

@@ -26,6 +26,7 @@ class Segment:
     response_logprobs: list[float] = field(default_factory=list)
     # ledger length at each policy call: prompt k is ids[:turn_starts[k]]
     turn_starts: list[int] = field(default_factory=list)
+    agent: str = ""  # the agent whose ledger it is (a team keeps one ledger per agent)
 
     @property
     def ids(self) -> list[int]:
@@ -41,6 +42,7 @@ class Segment:
             "response_mask": self.response_mask,
             "response_logprobs": self.response_logprobs,
             "turn_starts": self.turn_starts,
+            "agent": self.agent,
         }
 
 
@@ -71,9 +73,14 @@ def normalize(message: Message) -> tuple:
 
 class TokenLedger:
     def __init__(
-        self, renderer: ChatRenderer, stop_token_ids: list[int], few_shot: list[Message] | None = None
+        self,
+        renderer: ChatRenderer,
+        stop_token_ids: list[int],
+        few_shot: list[Message] | None = None,
+        agent: str = "",
     ) -> None:
         self.renderer = renderer
+        self.agent = agent
         self.few_shot = list(few_shot or [])
         self.stop_token_ids = set(stop_token_ids)
         self.segments: list[Segment] = []
@@ -116,7 +123,9 @@ class TokenLedger:
             seg.response_logprobs.extend([0.0] * len(delta))
         else:
             self.segments.append(
-                Segment(prompt_ids=self.renderer.render_prompt(messages, tools, self.few_shot))
+                Segment(
+                    prompt_ids=self.renderer.render_prompt(messages, tools, self.few_shot), agent=self.agent
+                )
             )
             seg = self.current
         self._seen = norm

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aworld_train.rollout.agent_endpoint import AgentEndpoint
+
 
 class RolloutConfig(BaseModel):
     """The `rollout:` section of the config."""
@@ -68,6 +70,16 @@ class RolloutConfig(BaseModel):
     )
     train_on_malformed: bool = Field(
         False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
+    )
+    frozen_agents: list[str] = Field(
+        default_factory=list,
+        description="agents of a multi-agent swarm that do not train: their calls still go to the policy, "
+        "their tokens carry no loss",
+    )
+    agent_endpoints: dict[str, AgentEndpoint] = Field(
+        default_factory=dict,
+        description="agents of a swarm answered by another OpenAI-compatible chat endpoint instead of the "
+        "policy: {name: {base_url, model, api_key}}; they do not train",
     )
 
     @field_validator("tool_parser")

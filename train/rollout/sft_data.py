@@ -33,6 +33,7 @@ class SFTSample:
     ids: list[int]
     mask: list[int]  # per id: 1 where the id is a training target (an assistant token)
     source: str = ""
+    agent: str = ""  # the agent of a team whose ledger segment it is
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -110,7 +111,10 @@ def trajectory_samples(record: dict[str, Any]) -> list[SFTSample]:
             raise DatasetError(f"trajectory {record.get('episode_id')}: segment {index} has a bad mask")
         out.append(
             SFTSample(
-                list(prompt) + list(response), [0] * len(prompt) + list(mask), record.get("task_id", "")
+                list(prompt) + list(response),
+                [0] * len(prompt) + list(mask),
+                record.get("task_id", ""),
+                str(seg.get("agent", "")),
             )
         )
     return out

@@ -23,6 +23,7 @@ class ToolCallRecord:
     error: bool = False
     turn: int = 0  # the LLM call that made it
     user_turn: int = 0  # the user turn it answers
+    agent: str = ""  # the agent that made it
 
 
 @dataclass

@@ -6,10 +6,12 @@ episodes itself, so that GRPO's group baseline leaves failed episodes out
 (ARCHITECTURE.md invariant 2). AReaL's own group normalisation takes no mask and
 would count a failed episode as reward 0; the render turns it off, and each
 trained row's reward is its group-normalised advantage. Failed episodes give no
-row. The agent's LLM calls go to `engine.agenerate(ModelRequest)` with one
-sticky request id per episode; the ledger's exact ids come back as AReaL's
-tensor dict: input_ids, loss_mask, logprobs, versions, attention_mask, rewards.
-Raw rewards and statuses go to AReaL's stats tracker (its rollout and eval logs).
+row. A team's episode gives one row per trained agent (its first segment), and each agent's
+advantage is computed against the same agent in the other episodes of the group. The agent's
+LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per episode; the
+ledger's exact ids come back as AReaL's tensor dict: input_ids, loss_mask, logprobs, versions,
+attention_mask, rewards. Raw rewards and statuses go to AReaL's stats tracker (its rollout and
+eval logs).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import asyncio
 import functools
 import json
 import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +33,13 @@ from areal.api.workflow_api import RolloutWorkflow
 from areal.utils import stats_tracker
 from areal.utils.data import concat_padded_tensors
 
-from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.models import load_tokenizer
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.codec import (
     TASK_FIELD,
     SegmentSample,
+    agent_units,
     episode_samples,
     group_advantages,
     task_from_json,
@@ -50,6 +55,15 @@ _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "a
 NOT_SAMPLED = -1
 
 
+@dataclass(frozen=True)
+class SampledCall:
+    """One call to AReaL's engine: the prompt, and the ids it sampled with their weight versions."""
+
+    prompt_ids: list[int]
+    ids: list[int]
+    versions: list[int]
+
+
 class ArealEnginePolicy:
     """PolicyClient over AReaL's inference engine; records each sampled token's weight version."""
 
@@ -58,7 +72,7 @@ class ArealEnginePolicy:
         self.gconfig = gconfig
         self.tokenizer = tokenizer
         self.rid = uuid.uuid4().hex  # sticky: the episode's turns reach the same server
-        self.sampled: list[tuple[list[int], list[int]]] = []  # (ids, versions) per call
+        self.sampled: list[SampledCall] = []  # every call, in order
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         gconfig = self.gconfig.new(
@@ -79,7 +93,7 @@ class ArealEnginePolicy:
                 f"AReaL's engine returned {len(ids)} tokens, {len(logprobs)} logprobs and "
                 f"{len(versions)} versions; the workflow needs one of each per sampled token"
             )
-        self.sampled.append((ids, versions))
+        self.sampled.append(SampledCall(list(prompt_ids), ids, versions))
         return Generation(ids, logprobs, _FINISH.get(str(response.stop_reason), "stop"))  # type: ignore[arg-type]
 
 
@@ -88,45 +102,77 @@ def task_from_row(data: dict[str, Any]) -> Task:
     return task_from_json(data[TASK_FIELD])
 
 
-def token_versions(sample: SegmentSample, sampled: list[tuple[list[int], list[int]]]) -> list[int]:
+def token_versions(sample: SegmentSample, sampled: list[SampledCall]) -> list[int]:
     """The weight version of every token of the sample; -1 where the policy did not sample it.
 
-    Sampled tokens are exactly the ledger's mask-1 tokens in call order (invariant 1), so
-    they are matched one by one against what the engine returned; a mismatch is a bug.
-    The first segment's tokens come first in `sampled`; later segments are not trained."""
-    queue = [(t, v) for ids, versions in sampled for t, v in zip(ids, versions, strict=True)]
-    out = [NOT_SAMPLED] * len(sample.prompt_ids)
-    position = 0
-    for token, sampled_here in zip(sample.response_ids, sample.sampled_mask, strict=True):
-        if not sampled_here:
-            out.append(NOT_SAMPLED)
-            continue
-        if position >= len(queue) or queue[position][0] != token:
-            raise RuntimeError("the ledger's sampled tokens differ from what AReaL's engine returned")
-        out.append(queue[position][1])
-        position += 1
+    A call's output sits in the sample right after its prompt, when that prompt is the sample's
+    prefix (invariant 1: every prompt is its ledger's prefix); a team's calls are told apart this
+    way, whatever their order. A sampled token no call accounts for is a bug."""
+    ids = sample.prompt_ids + sample.response_ids
+    out = [NOT_SAMPLED] * len(ids)
+    for call in sampled:
+        start, end = len(call.prompt_ids), len(call.prompt_ids) + len(call.ids)
+        if ids[start:end] == call.ids and ids[:start] == call.prompt_ids:
+            out[start:end] = call.versions
+    offset = len(sample.prompt_ids)
+    if any(
+        out[offset + i] == NOT_SAMPLED for i, sampled_here in enumerate(sample.sampled_mask) if sampled_here
+    ):
+        raise RuntimeError("the ledger's sampled tokens differ from what AReaL's engine returned")
     return out
 
 
-def to_areal_batch(
+@dataclass(frozen=True)
+class AgentRow:
+    """One row of AReaL's batch: an agent's first segment of an episode (or, for an episode that
+    trains nothing, a row without loss), with the reward it is trained for."""
+
+    agent: str
+    reward: float
+    tensors: dict[str, torch.Tensor]
+    dropped: int  # the agent's later segments, which AReaL's one row per agent leaves out
+
+
+Episode = tuple[Trajectory, list[AgentRow]]
+
+
+def areal_rows(
     traj: Trajectory,
-    sampled: list[tuple[list[int], list[int]]],
+    sampled: list[SampledCall],
     prompt_fallback: list[int],
     pad_id: int,
     train_on_malformed: bool = False,
-) -> dict[str, torch.Tensor]:
-    """One trajectory as AReaL's trainer reads it: tensors of shape [1, L] plus rewards [1]."""
-    samples = episode_samples(traj, train_on_malformed)
-    sample, _ = samples.one_row()
-    reward = samples.reward
-    if sample is None:
+    frozen_agents: Collection[str] = (),
+) -> list[AgentRow]:
+    """A trajectory as AReaL's trainer reads it: one row per trained agent (tensors of shape [1, L]
+    plus rewards [1]); an episode that trains nothing gives one row without loss."""
+    samples = episode_samples(traj, train_on_malformed, frozen_agents)
+    units = agent_units([samples], [0])
+    if not units:
         ids = (traj.segments[0].prompt_ids if traj.segments else list(prompt_fallback)) + [pad_id]
-        loss_mask, logprobs, versions = [0] * len(ids), [0.0] * len(ids), [NOT_SAMPLED] * len(ids)
-    else:
+        empty = [0] * len(ids)
+        return [
+            AgentRow(
+                "",
+                samples.reward,
+                _tensors(ids, empty, [0.0] * len(ids), [NOT_SAMPLED] * len(ids), samples.reward),
+                0,
+            )
+        ]
+    rows = []
+    for unit in units:
+        sample = unit.segments[0]
         ids = sample.prompt_ids + sample.response_ids
         loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
         logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
-        versions = token_versions(sample, sampled)
+        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample, sampled), unit.reward)
+        rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1))
+    return rows
+
+
+def _tensors(
+    ids: list[int], loss_mask: list[int], logprobs: list[float], versions: list[int], reward: float
+) -> dict[str, torch.Tensor]:
     row = {
         "input_ids": torch.tensor(ids, dtype=torch.int32),
         "loss_mask": torch.tensor(loss_mask, dtype=torch.int32),
@@ -189,45 +235,52 @@ class AWorldWorkflow(RolloutWorkflow):
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
 
-    async def _episode(self, engine, task: Task) -> tuple[Trajectory, dict[str, torch.Tensor]]:
+    async def _episode(self, engine, task: Task) -> Episode:
         policy = ArealEnginePolicy(engine, self.gconfig, self.tokenizer)
         traj = await self.runner.run(policy, task, episode_id=policy.rid)
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )
-        row = to_areal_batch(traj, policy.sampled, fallback, self.pad_id, self.settings.train_on_malformed)
-        return traj, row
+        rows = areal_rows(
+            traj,
+            policy.sampled,
+            fallback,
+            self.pad_id,
+            self.settings.train_on_malformed,
+            self.settings.frozen_agents,
+        )
+        return traj, rows
 
     async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         """The task's group of episodes as one padded batch; None when no episode of it counts."""
         task = task_from_row(data)
         episodes = await asyncio.gather(*(self._episode(engine, task) for _ in range(self.group_size)))
-        record_stats(episodes, self.settings.train_on_malformed)
-        if not self.group_baseline:
+        record_stats(episodes)
+        if not self.group_baseline:  # evaluation: an episode's first row carries its raw reward
             self.write_episodes(episodes, [None] * len(episodes), "eval")
-            return concat_padded_tensors([row for _, row in episodes])
+            return concat_padded_tensors([rows[0].tensors for _, rows in episodes])
         trainable = [traj.trainable(self.settings.train_on_malformed) for traj, _ in episodes]
-        kept = [episode for episode, ok in zip(episodes, trainable, strict=True) if ok]
+        kept = [row for (_, rows), ok in zip(episodes, trainable, strict=True) if ok for row in rows]
+        # GRPO per agent: each agent's rows against the same agent's in the group's other episodes
         advantages = group_advantages(
-            [row["rewards"].item() for _, row in kept], [0] * len(kept), self.norm_by_std
+            [row.reward for row in kept], [row.agent for row in kept], self.norm_by_std
         )
-        given = iter(advantages)
-        self.write_episodes(episodes, [next(given) if ok else None for ok in trainable], "train")
+        trained = {id(row): adv for row, adv in zip(kept, advantages, strict=True)}
+        self.write_episodes(episodes, [trained.get(id(rows[0])) for _, rows in episodes], "train")
         if not kept:
             return None  # AReaL drops the task from this step, as it does a rejected one
-        rows = [
-            {**row, "rewards": torch.tensor([adv], dtype=torch.float32)}
-            for (_, row), adv in zip(kept, advantages, strict=True)
-        ]
-        return concat_padded_tensors(rows)
+        return concat_padded_tensors(
+            [
+                {**row.tensors, "rewards": torch.tensor([trained[id(row)]], dtype=torch.float32)}
+                for row in kept
+            ]
+        )
 
-    def write_episodes(
-        self, episodes: list[tuple[Trajectory, dict[str, torch.Tensor]]], advantages: list, phase: str
-    ) -> None:
+    def write_episodes(self, episodes: list[Episode], advantages: list, phase: str) -> None:
         if self.episodes_file is None:
             return
         lines = []
-        for (traj, row), advantage in zip(episodes, advantages, strict=True):
+        for (traj, rows), advantage in zip(episodes, advantages, strict=True):
             record = {
                 "phase": phase,
                 "task_id": traj.task_id,
@@ -235,15 +288,22 @@ class AWorldWorkflow(RolloutWorkflow):
                 "status": traj.status,
                 "error": traj.error,
                 "reward": traj.reward,
-                "advantage": advantage,  # the reward AReaL trains this row with; None: no row
-                "weight_version": oldest_version(row),
-                "loss_tokens": int(row["loss_mask"].sum()),
+                "advantage": advantage,  # the reward AReaL trains the episode's first row with; None: no row
+                "weight_version": episode_version(rows),
+                "loss_tokens": sum(int(row.tensors["loss_mask"].sum()) for row in rows),
                 "num_turns": traj.num_turns,
+                "agents": {row.agent: int(row.tensors["loss_mask"].sum()) for row in rows if row.agent},
             }
             lines.append(json.dumps(record) + "\n")
         self.episodes_file.parent.mkdir(parents=True, exist_ok=True)
         with self.episodes_file.open("a") as out:  # one write per group: lines of a group stay together
             out.write("".join(lines))
+
+
+def episode_version(rows: list[AgentRow]) -> int:
+    """The oldest weight version among an episode's sampled tokens (-1: none sampled)."""
+    versions = [v for v in (oldest_version(row.tensors) for row in rows) if v != NOT_SAMPLED]
+    return min(versions, default=NOT_SAMPLED)
 
 
 def oldest_version(row: dict[str, torch.Tensor]) -> int:
@@ -252,17 +312,14 @@ def oldest_version(row: dict[str, torch.Tensor]) -> int:
     return int(versions.min()) if versions.numel() else NOT_SAMPLED
 
 
-def record_stats(
-    episodes: list[tuple[Trajectory, dict[str, torch.Tensor]]], train_on_malformed: bool
-) -> None:
+def record_stats(episodes: list[Episode]) -> None:
     """Each episode's raw reward, status, dropped segments and the weight version it was sampled
     with, in AReaL's rollout (or eval) stats."""
     tracker = stats_tracker.get(workflow_context.stat_scope())
-    for traj, row in episodes:
-        samples = episode_samples(traj, train_on_malformed)
-        tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=samples.one_row()[1])
+    for traj, rows in episodes:
+        tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=sum(row.dropped for row in rows))
         # every status, 0 included: AReaL averages a key over the episodes that recorded it
         tracker.scalar(**{f"status/{status}": float(traj.status == status) for status in STATUSES})
-        version = oldest_version(row)
+        version = episode_version(rows)
         if version != NOT_SAMPLED:
             tracker.scalar(weight_version=version)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sized
+from collections.abc import Collection, Sized
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -25,7 +25,7 @@ from aworld_train.engines.local.grpo import (
 )
 from aworld_train.engines.local.master_weights import MasterWeights
 from aworld_train.models import large_blocks_unmapped_on_free, release_freed_memory
-from aworld_train.rollout.codec import episode_samples, group_advantages
+from aworld_train.rollout.codec import agent_units, episode_samples, group_advantages
 from aworld_train.rollout.trajectory import Trajectory
 
 
@@ -46,19 +46,23 @@ def build_samples(
     group_of: list,
     norm_by_std: bool = True,
     train_on_malformed: bool = False,
+    frozen_agents: Collection[str] = (),
 ) -> tuple[list[Sample], list[float]]:
-    """Samples for the loss and the advantage of every trajectory (0 for those left out).
+    """Samples for the loss and the advantage of every trajectory (0 for those left out; a team's
+    episode: its first trained agent's).
 
     The codec's rules: a failed episode has no sample and no place in its group's baseline;
-    every segment of an episode is a sample with the episode's advantage."""
-    episodes = [episode_samples(t, train_on_malformed) for t in trajectories]
-    kept = [i for i, e in enumerate(episodes) if e.trainable]
-    adv_kept = group_advantages([episodes[i].reward for i in kept], [group_of[i] for i in kept], norm_by_std)
-    advantages = [0.0] * len(trajectories)
+    every segment of an agent in an episode is a sample with that agent's advantage, computed
+    against the same agent in the other samples of the task; frozen agents give none."""
+    episodes = [episode_samples(t, train_on_malformed, frozen_agents) for t in trajectories]
+    units = agent_units(episodes, group_of)
+    unit_advantages = group_advantages([u.reward for u in units], [u.group for u in units], norm_by_std)
+    advantages: list[float | None] = [None] * len(trajectories)
     samples = []
-    for i, advantage in zip(kept, adv_kept, strict=True):
-        advantages[i] = advantage
-        for seg in episodes[i].segments:
+    for unit, advantage in zip(units, unit_advantages, strict=True):
+        if advantages[unit.episode] is None:
+            advantages[unit.episode] = advantage
+        for seg in unit.segments:
             samples.append(
                 Sample(
                     seg.prompt_ids + seg.response_ids,
@@ -68,7 +72,7 @@ def build_samples(
                     advantage,
                 )
             )
-    return samples, advantages
+    return samples, [0.0 if a is None else a for a in advantages]
 
 
 # anything with a length in tokens packs: GRPO samples and SFT samples alike

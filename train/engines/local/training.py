@@ -21,6 +21,7 @@ from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.errors import RunCannotLearn
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
+from aworld_train.rollout.agent_stats import agent_metrics
 from aworld_train.rollout.failure_streak import FailureStreak
 from aworld_train.rollout.local_policy import local_runner
 from aworld_train.rollout.trajectory import Task, Trajectory
@@ -55,6 +56,7 @@ def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -
         "episode_s_mean": statistics.fmean(t.timings.get("total_s", 0.0) for t in trajs) if trajs else 0.0,
         "statuses": dict(Counter(t.status for t in trajs)),
         "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,
+        **agent_metrics(trajs),
     }
 
 
@@ -144,7 +146,11 @@ class LocalTraining:
         rollout_s = time.perf_counter() - started
         groups = [f"{i // group}" for i in range(len(trajs))]
         samples, advantages = build_samples(
-            trajs, groups, cfg.algorithm.norm_adv_by_std, cfg.rollout.train_on_malformed
+            trajs,
+            groups,
+            cfg.algorithm.norm_adv_by_std,
+            cfg.rollout.train_on_malformed,
+            cfg.rollout.frozen_agents,
         )
         learn_started = time.perf_counter()
         update = self.learner.step(samples)

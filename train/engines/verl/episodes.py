@@ -9,7 +9,9 @@ verl's V1 trainer already runs: partition `aworld_episodes`, key `<uid>_<session
 trainer and returns them with its sampling metrics, which verl merges into the step's:
 
     training/aworld/episodes, training/aworld/trained, training/aworld/failed,
-    training/aworld/status/<status> (every status, 0 included), training/aworld/reward/mean
+    training/aworld/status/<status> (every status, 0 included), training/aworld/reward/mean,
+    and for a team: training/aworld/agent/<name>/samples (the outputs it gave verl) and
+    training/aworld/agent/<name>/episodes (the episodes it trained in)
 
 A prompt group none of whose episodes can be trained (every one failed, or malformed) is
 replaced by a fresh prompt, as verl's `trainer.v1.sampler.sync_refill_failed_groups` does for
@@ -34,14 +36,20 @@ from aworld_train.rollout.trajectory import STATUSES, Trajectory
 PARTITION = "aworld_episodes"
 
 
-async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, trained: bool) -> None:
-    """Tag one finished episode; a no-op outside verl's V1 agent-loop workers (no uid/session)."""
+async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: list[str]) -> None:
+    """Tag one finished episode, with the agent of each output it gave verl (none: not trained); a
+    no-op outside verl's V1 agent-loop workers (no uid/session)."""
     uid, session = run_kwargs.get("uid"), run_kwargs.get("session_id")
     if uid is None or session is None:
         return
     import transfer_queue as tq
 
-    tag = {"status": traj.status, "trained": trained, "reward": float(traj.reward or 0.0)}
+    tag = {
+        "status": traj.status,
+        "trained": bool(agents),
+        "reward": float(traj.reward or 0.0),
+        "agents": dict(Counter(agents)),
+    }
     await tq.async_kv_put(key=f"{uid}_{session}", partition_id=PARTITION, tag=tag)
 
 
@@ -58,6 +66,15 @@ def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]
     }
     for status in sorted(set(STATUSES) | set(statuses)):
         metrics[f"{prefix}/aworld/status/{status}"] = statuses.get(status, 0)
+    samples: Counter[str] = Counter()
+    episodes: Counter[str] = Counter()
+    for tag in trained:
+        samples.update(tag.get("agents") or {})
+        episodes.update(set(tag.get("agents") or {}))
+    if len(samples) > 1:  # a team: what each agent trained on
+        for agent in sorted(samples):
+            metrics[f"{prefix}/aworld/agent/{agent}/samples"] = samples[agent]
+            metrics[f"{prefix}/aworld/agent/{agent}/episodes"] = episodes[agent]
     return metrics
 
 

@@ -10,12 +10,14 @@ yields an all-zero mask and a status, never invented text.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from aworld_train.aworld.agent_spec import load_agent_spec
+from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.codec import (
     TASK_FIELD,
@@ -28,6 +30,8 @@ from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.settings import RolloutConfig
 from aworld_train.rollout.trajectory import Task, Trajectory
+
+logger = logging.getLogger(__name__)
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort", "aborted": "abort"}
 
@@ -107,6 +111,7 @@ def _output(
         "tool_errors": sum(c.error for c in traj.tool_calls),
         "segments": len(traj.segments),
         "segments_dropped": dropped,
+        "agent": seg.agent if seg is not None else "",
         "truncated": truncated,
         "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
     }
@@ -132,16 +137,46 @@ def to_agent_loop_outputs(
     pad_id: int,
     train_on_malformed: bool,
     server_fields: dict[str, Any] | None = None,
+    frozen_agents: Collection[str] = (),
 ) -> list[AgentLoopOutput]:
-    """verl's V1 trainer: one output per segment, all trained with the episode's advantage; a failed
-    episode gives no output, so it has no loss and no place in its group's baseline."""
-    samples = episode_samples(traj, train_on_malformed)
+    """verl's V1 trainer: one output per segment (a team's: per segment of every trained agent), all
+    trained with the episode's advantage; a failed episode gives no output, so it has no loss and no
+    place in its group's baseline.
+
+    verl gives every output of a session the reward of its last one and computes GRPO over the
+    sessions' last outputs (v1/agent_loop_tq.py, v1/utils.compute_advantage_for_multi_trajectories):
+    a team's agents share the episode's advantage here; per-agent rewards and groups need the local
+    or AReaL backend (a warning here says so)."""
+    samples = episode_samples(traj, train_on_malformed, frozen_agents)
     if not samples.trainable:
         return []
+    if samples.agent_rewards:
+        _warn_agent_rewards_once()
     return [
-        _output(seg, traj, samples.reward, prompt_fallback, response_length, pad_id, 0, server_fields or {})
+        _output(
+            seg,
+            traj,
+            samples.reward,
+            prompt_fallback,
+            response_length,
+            pad_id,
+            0,
+            server_fields or {},
+        )
         for seg in samples.segments
     ]
+
+
+_warned: set[str] = set()
+
+
+def _warn_agent_rewards_once() -> None:
+    if "agent_rewards" not in _warned:
+        _warned.add("agent_rewards")
+        logger.warning(
+            "the reward function returned agent_rewards: verl trains every agent of an episode with the "
+            "episode's reward; use backend: local or areal for a reward per agent"
+        )
 
 
 class AWorldAgentLoop(AgentLoopBase):
@@ -181,10 +216,18 @@ class AWorldAgentLoop(AgentLoopBase):
         # verl's V1 trainer takes every segment and leaves a failed episode out of its group
         # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
         outputs = to_agent_loop_outputs(
-            traj, fallback, self.response_length, pad, self.settings.train_on_malformed, policy.extra_fields
+            traj,
+            fallback,
+            self.response_length,
+            pad,
+            self.settings.train_on_malformed,
+            policy.extra_fields,
+            self.settings.frozen_agents,
         )
         from aworld_train.engines.verl.episodes import report_episode
 
         # the status reaches verl's step metrics even when the episode gives verl no output
-        await report_episode(kwargs, traj, trained=bool(outputs))
+        await report_episode(
+            kwargs, traj, [out.extra_fields["reward_extra_info"]["agent"] for out in outputs]
+        )
         return outputs

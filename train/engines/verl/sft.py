@@ -97,7 +97,7 @@ def write_parquet(samples: list[SFTSample], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = [{"input_ids": s.ids, "loss_mask": s.mask, "source": s.source} for s in samples]
+    rows = [{"input_ids": s.ids, "loss_mask": s.mask, "source": s.source, "agent": s.agent} for s in samples]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 

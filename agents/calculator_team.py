@@ -1,0 +1,73 @@
+"""Two-agent teams for the calculator tasks, both agents training, each on its own ledger:
+
+- `build_pipeline`: an AWorld WorkflowSwarm: a planner rewrites the question as the bare
+  expression, then the calculator agent computes it with its MCP tool and answers.
+- `build_team`: an AWorld TeamSwarm: a coordinator hands the expression to the calculator
+  agent, its tool, and answers with what it got back.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aworld_train.agents import calculator
+
+PLANNER_PROMPT = "You plan for a calculator agent. Reply with the arithmetic expression of the question only."
+COORDINATOR_PROMPT = (
+    "You coordinate a team. Send the arithmetic expression of the question to calculator_agent, "
+    "then answer with the number it gives."
+)
+EXAMPLES = (("What is 12 * 7?", "12 * 7", "84"), ("What is (5 + 9) - 3?", "(5 + 9) - 3", "11"))
+
+
+def _planner_example(question: str, expression: str) -> list[dict]:
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": expression}]
+
+
+def _coordinator_example(question: str, expression: str, answer: str, call_id: str) -> list[dict]:
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "calculator_agent", "arguments": json.dumps({"content": expression})},
+    }
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": f"The answer is {answer}.", "tool_call_id": call_id},
+        {"role": "assistant", "content": f"The answer is {answer}."},
+    ]
+
+
+def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
+    """The planner, then the calculator agent, as an AWorld WorkflowSwarm."""
+    from aworld_train.aworld.runtime import SWARM_CLASSES, Agent, AgentConfig
+
+    planner = Agent(
+        name="planner",
+        desc="Rewrites an arithmetic question as its expression",
+        system_prompt=PLANNER_PROMPT,
+        conf=AgentConfig(llm_provider=provider),
+    )
+    # read by aworld-train's agent spec: example turns after the system message
+    planner.few_shot = [turn for q, e, _ in EXAMPLES for turn in _planner_example(q, e)]
+    solver = calculator.build_agent(url, provider)
+    return SWARM_CLASSES["workflow"](planner, solver, name="calculator_pipeline")
+
+
+def build_team(url: str | None = None, provider: str = "aworld_train"):
+    """The coordinator with the calculator agent as its tool, as an AWorld TeamSwarm."""
+    from aworld_train.aworld.runtime import SWARM_CLASSES, Agent, AgentConfig
+
+    coordinator = Agent(
+        name="coordinator",
+        desc="Hands arithmetic to the calculator agent and reports its answer",
+        system_prompt=COORDINATOR_PROMPT,
+        conf=AgentConfig(llm_provider=provider),
+    )
+    coordinator.few_shot = [
+        turn
+        for i, (q, e, a) in enumerate(EXAMPLES)
+        for turn in _coordinator_example(q, e, a, f"example_{i + 1}")
+    ]
+    solver = calculator.build_agent(url, provider)
+    return SWARM_CLASSES["team"](coordinator, solver, name="calculator_team")

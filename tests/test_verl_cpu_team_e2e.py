@@ -1,0 +1,78 @@
+"""A two-agent AWorld swarm on verl's own trainer, end to end on a CPU: `aworld-train run` on
+examples/calculator/grpo_verl_cpu.yaml with the calculator pipeline (a planner, then the
+calculator agent: AWorld's WorkflowSwarm) as the agent, for 2 GRPO steps. Every agent's ledger
+segment is one verl output; both agents' samples reach verl's batch in every step. One run, a few
+minutes on 2 cores, hence `slow`; it runs after the suite (tests/early_runs.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import early_runs
+import pytest
+import yaml
+from verl_cpu_support import parse_steps
+
+pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = ("planner", "calculator_agent")
+
+
+def start_run(tmp: Path) -> early_runs.Started:
+    model = tmp / "tiny"
+    subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
+    run_dir = tmp / "run"
+    train = tmp / "train.jsonl"
+    train.write_text(
+        "\n".join((ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:4]) + "\n"
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "aworld_train.cli",
+        "run",
+        str(ROOT / "examples/calculator/grpo_verl_cpu.yaml"),
+        "agent=aworld_train.agents.calculator_team:build_pipeline",
+        "rollout.max_turns=4",
+        f"trainer.run_dir={run_dir}",
+        f"model={model}",
+        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
+        f"data.train={train}",
+        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
+    ]
+
+    def collect(returncode: int, log: str) -> dict:
+        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir}
+
+    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env={**os.environ, "RAY_DEDUP_LOGS": "0"})
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("verl_cpu_team"))
+
+
+def test_main_ppo_trains_both_agents_of_the_swarm_for_two_steps(run):
+    assert run["rc"] == 0, run["log"][-4000:]
+    assert sorted(run["steps"]) == [1, 2]
+    spec = yaml.safe_load((run["run_dir"] / "verl/agent_spec.yaml").read_text())  # what every worker rebuilt
+    assert spec["kind"] == "workflow" and [a["name"] for a in spec["agents"]] == list(AGENTS)
+    for step, metrics in run["steps"].items():
+        assert metrics["actor/grad_norm"] > 0, step
+        assert metrics["training/aworld/episodes"] == 4  # batch 2 x group 2
+        for agent in AGENTS:
+            # each agent's segments are outputs of their own in verl's batch
+            assert metrics[f"training/aworld/agent/{agent}/samples"] >= metrics["training/aworld/trained"], (
+                step,
+                agent,
+            )
+        # our rollout served both agents: verl's recompute of every output matches its logprobs
+        assert metrics["training/rollout_probs_diff_max"] < 1e-3

@@ -1,0 +1,63 @@
+"""Whatever a user names as the agent to train, as the spec the workers rebuild it from: an AWorld
+Agent or swarm, a 'module:factory' returning one, an agent YAML, or a spec already made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from aworld_train.aworld.agent_spec import AgentSpec, import_object, spec_from_agent
+from aworld_train.aworld.swarm_spec import SwarmSpec, is_swarm, spec_from_swarm
+from aworld_train.errors import AgentSpecError, ConfigError
+from aworld_train.validation import explain_validation, read_yaml
+
+Spec = AgentSpec | SwarmSpec
+
+
+def load_agent_spec(agent: Any) -> Spec:
+    """An Agent or swarm object, a spec, a 'module:factory' string or an agent YAML path -> spec."""
+    if isinstance(agent, AgentSpec | SwarmSpec):
+        return agent
+    if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
+        return _read_spec(agent)
+    if isinstance(agent, str):
+        factory = import_object(agent, "agent factory")
+        if not callable(factory):
+            raise AgentSpecError(
+                f"agent factory {agent!r} is a {type(factory).__name__}, not callable: name a function "
+                "that returns an AWorld Agent or swarm"
+            )
+        try:
+            built = factory()
+        except Exception as exc:
+            raise AgentSpecError(
+                f"agent factory {agent!r} failed ({type(exc).__name__}: {exc}): fix it so that, called "
+                "with no arguments, it returns an AWorld Agent or swarm"
+            ) from exc
+        return _spec_of(built, factory=agent)
+    if agent is None:
+        raise AgentSpecError(
+            "agent is required: pass an AWorld Agent or swarm, 'module:factory' or an agent YAML path"
+        )
+    return _spec_of(agent)
+
+
+def _spec_of(built: Any, factory: str | None = None) -> Spec:
+    return spec_from_swarm(built, factory) if is_swarm(built) else spec_from_agent(built, factory)
+
+
+def _read_spec(path: str | Path) -> Spec:
+    """An agent YAML: one agent's spec, or a swarm's (it has `agents:`)."""
+    try:
+        data = read_yaml(path, "agent YAML")
+    except ConfigError as exc:
+        raise AgentSpecError(str(exc)) from None
+    model = SwarmSpec if isinstance(data, dict) and "agents" in data else AgentSpec
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise AgentSpecError(
+            f"agent YAML {str(path)!r}: " + explain_validation(exc, model, "agent")
+        ) from None
