@@ -110,9 +110,11 @@ def test_episode_metrics_count_failed_episodes_and_every_status():
 def test_episode_metrics_count_each_agents_samples_in_a_team():
     from aworld_train.engines.verl.episodes import episode_metrics
 
+    planner = {"samples": 1, "tool_calls": 0, "tokens": 10}
+    solver = {"samples": 2, "tool_calls": 3, "tokens": 40}
     tags = [
-        {"status": "ok", "trained": True, "reward": 1.0, "agents": {"planner": 1, "solver": 2}},
-        {"status": "ok", "trained": True, "reward": 0.0, "agents": {"planner": 1}},
+        {"status": "ok", "trained": True, "reward": 1.0, "agents": {"planner": planner, "solver": solver}},
+        {"status": "ok", "trained": True, "reward": 0.0, "agents": {"planner": {**planner, "tokens": 20}}},
         {"status": "error", "trained": False, "reward": 0.0, "agents": {}},
     ]
     metrics = episode_metrics("training", tags)
@@ -120,6 +122,8 @@ def test_episode_metrics_count_each_agents_samples_in_a_team():
     assert metrics["training/aworld/agent/solver/samples"] == 2
     assert metrics["training/aworld/agent/planner/episodes"] == 2
     assert metrics["training/aworld/agent/solver/episodes"] == 1
+    assert metrics["training/aworld/agent/planner/sampled_tokens_mean"] == 15
+    assert metrics["training/aworld/agent/solver/tool_calls_mean"] == 3
 
 
 def test_cpu_server_samples_with_logprobs_and_loads_the_actors_weights(tiny_model_dir, tokenizer):

@@ -74,5 +74,6 @@ def test_main_ppo_trains_both_agents_of_the_swarm_for_two_steps(run):
                 step,
                 agent,
             )
+            assert metrics[f"training/aworld/agent/{agent}/sampled_tokens_mean"] > 0, (step, agent)
         # our rollout served both agents: verl's recompute of every output matches its logprobs
         assert metrics["training/rollout_probs_diff_max"] < 1e-3

@@ -300,9 +300,18 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
             + "\n</tool_call>"
         )
 
+    from areal.utils import stats_tracker
+
+    tracker = stats_tracker.get("rollout")
+    tracker.export(reset=True)  # what earlier tests recorded
     workflow = workflow_like_areal(run, episodes_file=str(tmp_path / "episodes.jsonl"))
     engine = FakeEngine(tokenizer, reply)
     batch = asyncio.run(workflow.arun_episode(engine, rows(run)[1]))  # "What is 2 * 3?"
+    stats = tracker.export(reset=True)
+    assert stats["rollout/agent/planner/reward"] == pytest.approx(0.75)
+    assert (
+        stats["rollout/agent/calculator_agent/loss_tokens"] > stats["rollout/agent/planner/loss_tokens"] > 0
+    )
     check_layout(batch)
     assert batch["input_ids"].shape[0] == 8  # 4 episodes x 2 agents
     episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]

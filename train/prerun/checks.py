@@ -6,7 +6,6 @@ that would fail on a GPU node fails here instead, with the field and the fix.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
     here unless the caller already runs them."""
     from aworld_train.aworld.agent_spec import resolve_env_refs
     from aworld_train.errors import AgentSpecError
-    from aworld_train.prerun.mcp import list_tools, root_cause
+    from aworld_train.prerun.mcp import ask_server
     from aworld_train.prerun.servers import running_envs
 
     checks = []
@@ -61,24 +60,11 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
             except AgentSpecError as exc:
                 checks.append(Check(label, False, str(exc)))
                 continue
-            try:
-                tools = asyncio.run(list_tools(resolved, timeout_s))
-            except BaseException as exc:  # noqa: BLE001 - any failure means the server does not answer
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                checks.append(
-                    Check(
-                        label,
-                        False,
-                        f"{resolved['url']} does not answer MCP ({type(root_cause(exc)).__name__}): start it, or list it "
-                        f"under env: so the run starts it",
-                    )
-                )
-                continue
-            if not tools:
-                checks.append(Check(label, False, f"{resolved['url']} lists no tools"))
+            answer = ask_server(name, resolved, timeout_s)
+            if answer.problem is not None:
+                checks.append(Check(label, False, f"{answer.url} {answer.problem}: {answer.fix()}"))
             else:
-                checks.append(Check(label, True, f"{resolved['url']}: {len(tools)} tools"))
+                checks.append(Check(label, True, f"{answer.url}: {len(answer.tools)} tools"))
     return checks
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from dataclasses import dataclass
 from typing import Any
 
 from aworld_train.aworld.specs import Spec
@@ -52,6 +53,38 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+@dataclass(frozen=True)
+class ServerAnswer:
+    """What one HTTP MCP server said when asked for its tools."""
+
+    name: str
+    url: str
+    tools: list[str]
+    problem: str | None  # None: it answered and listed tools
+
+    def fix(self) -> str:
+        return (
+            f"start it (e.g. `aworld-train env up {self.name}` for a built-in server), list it under `env:` "
+            f"so the run starts it, or correct mcp_config.mcpServers.{self.name}.url"
+        )
+
+
+def ask_server(name: str, resolved: dict[str, Any], timeout_s: float) -> ServerAnswer:
+    """List one server's tools (its config's `${VAR}` references already resolved)."""
+    url = resolved["url"]
+    try:
+        tools = _run(list_tools(resolved, timeout_s))
+    except Exception as exc:
+        cause = root_cause(exc)
+        reason = "no answer" if isinstance(cause, TimeoutError) else f"{type(cause).__name__}: {cause}"
+        return ServerAnswer(
+            name, url, [], f"does not answer ({reason}); the agent would run without its tools"
+        )
+    if not tools:
+        return ServerAnswer(name, url, [], "answered but lists no tools")
+    return ServerAnswer(name, url, tools, None)
+
+
 def check_mcp_servers(spec: Spec, env_names: list[str], timeout_s: float = 5.0) -> dict[str, list[str]]:
     """Every HTTP MCP server of the agent whose URL resolves now answers and lists tools.
 
@@ -68,23 +101,12 @@ def check_mcp_servers(spec: Spec, env_names: list[str], timeout_s: float = 5.0) 
             resolved = resolve_env_refs(conf)
         except MissingVariable:
             continue  # resolved on the worker that runs it
-        url = resolved["url"]
-        fix = (
-            f"start it (e.g. `aworld-train env up {name}` for a built-in server), list it under `env:` "
-            f"so the run starts it, or correct mcp_config.mcpServers.{name}.url"
-        )
-        try:
-            tools = _run(list_tools(resolved, timeout_s))
-        except Exception as exc:
-            cause = root_cause(exc)
-            reason = "no answer" if isinstance(cause, TimeoutError) else f"{type(cause).__name__}: {cause}"
+        answer = ask_server(name, resolved, timeout_s)
+        if answer.problem is not None:
             raise ToolServerError(
-                f"MCP server {name!r} at {url} does not answer ({reason}); the agent would run without "
-                f"its tools. Fix: {fix}"
-            ) from None
-        if not tools:
-            raise ToolServerError(f"MCP server {name!r} at {url} answered but lists no tools. Fix: {fix}")
-        listed[name] = tools
+                f"MCP server {name!r} at {answer.url} {answer.problem}. Fix: {answer.fix()}"
+            )
+        listed[name] = answer.tools
     return listed
 
 

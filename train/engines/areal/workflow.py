@@ -314,7 +314,7 @@ def oldest_version(row: dict[str, torch.Tensor]) -> int:
 
 def record_stats(episodes: list[Episode]) -> None:
     """Each episode's raw reward, status, dropped segments and the weight version it was sampled
-    with, in AReaL's rollout (or eval) stats."""
+    with, and a team's per-agent reward and loss tokens, in AReaL's rollout (or eval) stats."""
     tracker = stats_tracker.get(workflow_context.stat_scope())
     for traj, rows in episodes:
         tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=sum(row.dropped for row in rows))
@@ -323,3 +323,10 @@ def record_stats(episodes: list[Episode]) -> None:
         version = episode_version(rows)
         if version != NOT_SAMPLED:
             tracker.scalar(weight_version=version)
+        named = [row for row in rows if row.agent]
+        if len(named) > 1:  # a team: each trained agent's reward and loss tokens
+            for row in named:
+                loss_tokens = float(row.tensors["loss_mask"].sum())
+                tracker.scalar(
+                    **{f"agent/{row.agent}/reward": row.reward, f"agent/{row.agent}/loss_tokens": loss_tokens}
+                )

@@ -10,8 +10,8 @@ trainer and returns them with its sampling metrics, which verl merges into the s
 
     training/aworld/episodes, training/aworld/trained, training/aworld/failed,
     training/aworld/status/<status> (every status, 0 included), training/aworld/reward/mean,
-    and for a team: training/aworld/agent/<name>/samples (the outputs it gave verl) and
-    training/aworld/agent/<name>/episodes (the episodes it trained in)
+    and for a team, per agent: training/aworld/agent/<name>/samples (the outputs it gave verl),
+    .../episodes (the episodes it trained in), .../tool_calls_mean, .../sampled_tokens_mean
 
 A prompt group none of whose episodes can be trained (every one failed, or malformed) is
 replaced by a fresh prompt, as verl's `trainer.v1.sampler.sync_refill_failed_groups` does for
@@ -48,7 +48,14 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
         "status": traj.status,
         "trained": bool(agents),
         "reward": float(traj.reward or 0.0),
-        "agents": dict(Counter(agents)),
+        "agents": {
+            agent: {
+                "samples": samples,
+                "tool_calls": sum(call.agent == agent for call in traj.tool_calls),
+                "tokens": sum(sum(seg.response_mask) for seg in traj.segments if seg.agent == agent),
+            }
+            for agent, samples in Counter(agents).items()
+        },
     }
     await tq.async_kv_put(key=f"{uid}_{session}", partition_id=PARTITION, tag=tag)
 
@@ -66,15 +73,17 @@ def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]
     }
     for status in sorted(set(STATUSES) | set(statuses)):
         metrics[f"{prefix}/aworld/status/{status}"] = statuses.get(status, 0)
-    samples: Counter[str] = Counter()
-    episodes: Counter[str] = Counter()
+    per_agent: dict[str, Counter[str]] = {}
     for tag in trained:
-        samples.update(tag.get("agents") or {})
-        episodes.update(set(tag.get("agents") or {}))
-    if len(samples) > 1:  # a team: what each agent trained on
-        for agent in sorted(samples):
-            metrics[f"{prefix}/aworld/agent/{agent}/samples"] = samples[agent]
-            metrics[f"{prefix}/aworld/agent/{agent}/episodes"] = episodes[agent]
+        for agent, figures in (tag.get("agents") or {}).items():
+            per_agent.setdefault(agent, Counter()).update({**figures, "episodes": 1})
+    if len(per_agent) > 1:  # a team: what each agent trained on
+        for agent, figures in sorted(per_agent.items()):
+            base = f"{prefix}/aworld/agent/{agent}"
+            metrics[f"{base}/samples"] = figures["samples"]
+            metrics[f"{base}/episodes"] = figures["episodes"]
+            metrics[f"{base}/tool_calls_mean"] = figures["tool_calls"] / figures["episodes"]
+            metrics[f"{base}/sampled_tokens_mean"] = figures["tokens"] / figures["episodes"]
     return metrics
 
 
