@@ -339,3 +339,13 @@ async def test_an_agent_served_by_another_endpoint_calls_its_team_and_trains_not
     assert set(script.callers) == {"solver"} and [s.agent for s in traj.segments] == ["solver"]
     made = [(c.agent, c.name, c.result) for c in traj.tool_calls]
     assert ("planner", "solver", "The answer is 1776.") in made and ("solver", "calculate", "1776") in made
+
+
+def test_two_agents_with_one_server_name_but_other_settings_are_refused(calculator_server):
+    planner, solver = agents(calculator_server.url)
+    planner.mcp_config = mcp_config("http://127.0.0.1:1/mcp")
+    planner.mcp_servers = ["calculator"]
+    with pytest.raises(
+        AgentSpecError, match="two agents name MCP server 'calculator' with different settings"
+    ):
+        load_agent_spec(SWARM_CLASSES["workflow"](planner, solver))

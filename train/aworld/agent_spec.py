@@ -47,9 +47,22 @@ _ENGINE_LLM_FIELDS = {
 }
 
 
-class AgentSpec(BaseModel):
+class SpecFile(BaseModel):
+    """A spec as the YAML file the run folder keeps and every worker reads."""
+
     model_config = ConfigDict(extra="forbid")
 
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path
+
+
+class AgentSpec(SpecFile):
     name: str
     description: str = ""
     system_prompt: str = ""
@@ -81,15 +94,6 @@ class AgentSpec(BaseModel):
         llm = episode_llm(spec, episode_id, max_turns)
         agent = build_agent(spec, llm=llm, episode_id=episode_id, task_id=task.id)
         return lambda: Swarm(agent), [agent], endpoint
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-    def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml())
-        return path
 
 
 # -- secrets --------------------------------------------------------------------

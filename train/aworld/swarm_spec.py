@@ -13,10 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from aworld_train.aworld.agent_spec import AgentSpec, AWorldRun, build_agent, episode_llm, spec_from_agent
+from aworld_train.aworld.agent_spec import (
+    AgentSpec,
+    AWorldRun,
+    SpecFile,
+    build_agent,
+    episode_llm,
+    spec_from_agent,
+)
 from aworld_train.errors import AgentSpecError
 from aworld_train.rollout.driver import AgentRole
 
@@ -30,9 +36,7 @@ SwarmKind = Literal["workflow", "team", "handoff", "hybrid"]
 TopologyItem = str | dict[str, list[str]]
 
 
-class SwarmSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SwarmSpec(SpecFile):
     name: str
     kind: SwarmKind
     agents: list[AgentSpec] = Field(min_length=1)
@@ -55,6 +59,14 @@ class SwarmSpec(BaseModel):
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"agent names must be unique in a swarm; {', '.join(twice)} appear twice")
+        servers: dict[str, Any] = {}
+        for agent in self.agents:
+            for server, conf in (agent.mcp_config.get("mcpServers") or {}).items():
+                if servers.setdefault(server, conf) != conf:
+                    raise ValueError(
+                        f"two agents name MCP server {server!r} with different settings; give one of them "
+                        "another name (the episode reaches every server by its name)"
+                    )
         used = [*_names(self.topology), *([self.root] if self.root else [])]
         unknown = sorted(set(used) - set(names))
         if unknown:
@@ -114,17 +126,6 @@ class SwarmSpec(BaseModel):
         )
         ids = {agent.id(): name for name, agent in agents.items()}
         return lambda: swarm, list(agents.values()), AgentsByName(endpoint, ids)
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-    def write(self, path):
-        from pathlib import Path
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml())
-        return path
 
 
 def _names(topology: list[TopologyItem]) -> list[str]:
