@@ -2,8 +2,9 @@
 
 The episode owns the agent's LLM: every call lands in `complete`, which extends
 the calling agent's ledger (a team keeps one per agent), asks the policy for ids, parses tool
-calls from the sampled text and answers the agent (a `Reply`). The agent, started through its driver (`rollout/driver.py`;
-AWorld's is `aworld/driver.py`), executes the tools. The episode ends on the agent's final
+calls from the sampled text and answers the agent (a `Reply`). The agent, started through its
+driver (`rollout/driver.py`; AWorld's are `aworld/agent_spec.py` and `aworld/swarm_spec.py`),
+executes the tools. The episode ends on the agent's final
 answer, on max turns, on its timeout, when a tool call gets no answer in time
 (the server hung or died), or on a malformed tool call; every ending is a
 status, and nothing is ever written into the ledger that the policy or the
@@ -58,6 +59,7 @@ class Episode:
         self.roles = {role.name: role for role in agent.roles()}
         self.ledgers: dict[str, TokenLedger] = {}  # by agent, in the order they first called
         self._external: dict[str, ExternalAgent] = {}  # agents answered by rollout.agent_endpoints
+        self._callers: set[str] = set()  # agents that have called their LLM
         self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
         self._ended = asyncio.Event()
         self._turn_calls = 0
@@ -166,10 +168,11 @@ class Episode:
         self._collect_tool_results(messages)
         if self._ended.is_set():  # a tool server reported its backend down
             return await self._hold()
-        missing = await self._tools_missing(tools, role, first_call=role.name not in self.ledgers)
+        missing = await self._tools_missing(tools, role, first_call=role.name not in self._callers)
         if missing is not None:
             self._end(*missing)
             return await self._hold()
+        self._callers.add(role.name)
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
             self._end("max_turns")
