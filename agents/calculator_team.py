@@ -38,36 +38,44 @@ def _coordinator_example(question: str, expression: str, answer: str, call_id: s
     ]
 
 
+def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], provider: str):
+    """A trained agent of the team with its few-shot turns (read by aworld-train's agent spec)."""
+    from aworld_train.aworld.runtime import Agent, AgentConfig
+
+    agent = Agent(name=name, desc=desc, system_prompt=prompt, conf=AgentConfig(llm_provider=provider))
+    agent.few_shot = few_shot
+    return agent
+
+
 def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
     """The planner, then the calculator agent, as an AWorld WorkflowSwarm."""
-    from aworld_train.aworld.runtime import SWARM_CLASSES, Agent, AgentConfig
+    from aworld_train.aworld.runtime import SWARM_CLASSES
 
-    planner = Agent(
-        name="planner",
-        desc="Rewrites an arithmetic question as its expression",
-        system_prompt=PLANNER_PROMPT,
-        conf=AgentConfig(llm_provider=provider),
+    planner = _teammate(
+        "planner",
+        "Rewrites an arithmetic question as its expression",
+        PLANNER_PROMPT,
+        [turn for q, e, _ in EXAMPLES for turn in _planner_example(q, e)],
+        provider,
     )
-    # read by aworld-train's agent spec: example turns after the system message
-    planner.few_shot = [turn for q, e, _ in EXAMPLES for turn in _planner_example(q, e)]
     solver = calculator.build_agent(url, provider)
     return SWARM_CLASSES["workflow"](planner, solver, name="calculator_pipeline")
 
 
 def build_team(url: str | None = None, provider: str = "aworld_train"):
     """The coordinator with the calculator agent as its tool, as an AWorld TeamSwarm."""
-    from aworld_train.aworld.runtime import SWARM_CLASSES, Agent, AgentConfig
+    from aworld_train.aworld.runtime import SWARM_CLASSES
 
-    coordinator = Agent(
-        name="coordinator",
-        desc="Hands arithmetic to the calculator agent and reports its answer",
-        system_prompt=COORDINATOR_PROMPT,
-        conf=AgentConfig(llm_provider=provider),
+    coordinator = _teammate(
+        "coordinator",
+        "Hands arithmetic to the calculator agent and reports its answer",
+        COORDINATOR_PROMPT,
+        [
+            turn
+            for i, (q, e, a) in enumerate(EXAMPLES)
+            for turn in _coordinator_example(q, e, a, f"example_{i + 1}")
+        ],
+        provider,
     )
-    coordinator.few_shot = [
-        turn
-        for i, (q, e, a) in enumerate(EXAMPLES)
-        for turn in _coordinator_example(q, e, a, f"example_{i + 1}")
-    ]
     solver = calculator.build_agent(url, provider)
     return SWARM_CLASSES["team"](coordinator, solver, name="calculator_team")

@@ -16,9 +16,9 @@ def agent_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     n = max(len(trajs), 1)
     for agent in agents:
         spoke = [t for t in trajs if any(seg.agent == agent for seg in t.segments)]
-        rewards = [_reward_of(t, agent) for t in spoke]
-        sampled = sum(sum(seg.response_mask) for t in trajs for seg in t.segments if seg.agent == agent)
-        tool_calls = sum(call.agent == agent for t in trajs for call in t.tool_calls)
+        rewards = [t.reward_of(agent) for t in spoke]
+        sampled = sum(t.sampled_tokens_of(agent) for t in trajs)
+        tool_calls = sum(t.tool_calls_of(agent) for t in trajs)
         out.update(
             {
                 f"agent/{agent}/episodes": len(spoke),
@@ -29,10 +29,3 @@ def agent_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
             }
         )
     return out
-
-
-def _reward_of(traj: Trajectory, agent: str) -> float:
-    named = traj.reward_extras.get("agent_rewards")
-    if isinstance(named, dict) and agent in named:
-        return float(named[agent])
-    return float(traj.reward or 0.0)

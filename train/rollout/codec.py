@@ -136,8 +136,7 @@ def episode_samples(
         for seg in traj.segments
         if seg.response_ids and seg.agent not in frozen_agents
     ]
-    named = traj.reward_extras.get("agent_rewards") if usable else None
-    agent_rewards = {str(k): float(v) for k, v in named.items()} if isinstance(named, dict) else {}
+    agent_rewards = traj.agent_rewards if usable else {}
     return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable, agent_rewards)
 
 

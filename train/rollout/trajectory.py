@@ -95,6 +95,22 @@ class Trajectory:
     def called_tool(self) -> bool:
         return bool(self.tool_calls)
 
+    # -- a team's agents ----------------------------------------------------------------
+    @property
+    def agent_rewards(self) -> dict[str, float]:
+        """The rewards the reward function gave agents by name (`agent_rewards` in its extras)."""
+        named = self.reward_extras.get("agent_rewards")
+        return {str(k): float(v) for k, v in named.items()} if isinstance(named, dict) else {}
+
+    def reward_of(self, agent: str) -> float:
+        return self.agent_rewards.get(agent, float(self.reward or 0.0))
+
+    def tool_calls_of(self, agent: str) -> int:
+        return sum(call.agent == agent for call in self.tool_calls)
+
+    def sampled_tokens_of(self, agent: str) -> int:
+        return sum(sum(seg.response_mask) for seg in self.segments if seg.agent == agent)
+
     def to_dict(self, with_tokens: bool = True) -> dict[str, Any]:
         data = {
             "episode_id": self.episode_id,

@@ -51,8 +51,8 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
         "agents": {
             agent: {
                 "samples": samples,
-                "tool_calls": sum(call.agent == agent for call in traj.tool_calls),
-                "tokens": sum(sum(seg.response_mask) for seg in traj.segments if seg.agent == agent),
+                "tool_calls": traj.tool_calls_of(agent),
+                "tokens": traj.sampled_tokens_of(agent),
             }
             for agent, samples in Counter(agents).items()
         },

@@ -9,6 +9,7 @@ yields an all-zero mask and a status, never invented text.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -153,30 +154,17 @@ def to_agent_loop_outputs(
     if samples.agent_rewards:
         _warn_agent_rewards_once()
     return [
-        _output(
-            seg,
-            traj,
-            samples.reward,
-            prompt_fallback,
-            response_length,
-            pad_id,
-            0,
-            server_fields or {},
-        )
+        _output(seg, traj, samples.reward, prompt_fallback, response_length, pad_id, 0, server_fields or {})
         for seg in samples.segments
     ]
 
 
-_warned: set[str] = set()
-
-
+@functools.cache
 def _warn_agent_rewards_once() -> None:
-    if "agent_rewards" not in _warned:
-        _warned.add("agent_rewards")
-        logger.warning(
-            "the reward function returned agent_rewards: verl trains every agent of an episode with the "
-            "episode's reward; use backend: local or areal for a reward per agent"
-        )
+    logger.warning(
+        "the reward function returned agent_rewards: verl trains every agent of an episode with the "
+        "episode's reward; use backend: local or areal for a reward per agent"
+    )
 
 
 class AWorldAgentLoop(AgentLoopBase):
