@@ -13,12 +13,12 @@ CPU test (tests/verl_cpu_support.py), which raises for one task: its episodes fa
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import early_runs
 import pytest
-from areal_support import AREAL_PYTHON, ROOT, needs_areal
+from areal_support import AREAL_PYTHON, needs_areal
+from verl_cpu_support import calculator_rows, cpu_run
 
 from aworld_train.rollout.codec import group_advantages
 
@@ -43,25 +43,9 @@ def scalars(tensorboard: Path) -> dict[str, dict[int, float]]:
 def start_run(tmp: Path) -> early_runs.Started | None:
     if not AREAL_PYTHON:
         return None
-    model = tmp / "tiny"
-    subprocess.run([AREAL_PYTHON, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
-    run_dir = tmp / "run"
     # 4 tasks = 2 steps of 2: one step holds the task whose reward fails
-    train = tmp / "train.jsonl"
-    rows = (ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:3]
-    train.write_text("\n".join([*rows, json.dumps(FAILING)]) + "\n")
-    command = [
-        AREAL_PYTHON,
-        "-m",
-        "aworld_train.cli",
-        "run",
-        str(ROOT / "examples/calculator/grpo_areal_cpu.yaml"),
-        f"trainer.run_dir={run_dir}",
-        f"model={model}",
-        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
-        f"data.train={train}",
-        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
-    ]
+    rows = [*calculator_rows(3), json.dumps(FAILING)]
+    command, run_dir, model = cpu_run(AREAL_PYTHON, "examples/calculator/grpo_areal_cpu.yaml", tmp, rows)
 
     def collect(returncode: int, log: str) -> dict:
         episodes = run_dir / "episodes.jsonl"

@@ -12,48 +12,29 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import early_runs
 import pytest
-from verl_cpu_support import parse_steps
+from verl_cpu_support import calculator_rows, cpu_run, parse_steps
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def start_run(tmp: Path) -> early_runs.Started:
-    model = tmp / "tiny"
-    subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
-    run_dir = tmp / "run"
     # 4 tasks = 2 steps of 2: one step holds the task whose reward fails (tests/verl_cpu_support.py)
-    train = tmp / "train.jsonl"
-    rows = (ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:3]
     failing = {
         "id": "train-fails",
         "prompt": "What is 1 + 1?",
         "ground_truth": -1,
         "data_source": "calculator",
     }
-    train.write_text("\n".join([*rows, json.dumps(failing)]) + "\n")
-    command = [
-        sys.executable,
-        "-m",
-        "aworld_train.cli",
-        "run",
-        str(ROOT / "examples/calculator/grpo_verl_cpu.yaml"),
-        f"trainer.run_dir={run_dir}",
-        f"model={model}",
-        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
-        f"data.train={train}",
-        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
-    ]
+    rows = [*calculator_rows(3), json.dumps(failing)]
+    command, run_dir, model = cpu_run(sys.executable, "examples/calculator/grpo_verl_cpu.yaml", tmp, rows)
 
     def collect(returncode: int, log: str) -> dict:
         return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}

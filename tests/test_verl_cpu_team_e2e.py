@@ -8,46 +8,31 @@ minutes on 2 cores, hence `slow`; it runs after the suite (tests/early_runs.py).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import early_runs
 import pytest
 import yaml
-from verl_cpu_support import parse_steps
+from verl_cpu_support import calculator_rows, cpu_run, parse_steps
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
-ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ("planner", "calculator_agent")
 
 
 def start_run(tmp: Path) -> early_runs.Started:
-    model = tmp / "tiny"
-    subprocess.run([sys.executable, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
-    run_dir = tmp / "run"
-    train = tmp / "train.jsonl"
-    train.write_text(
-        "\n".join((ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:4]) + "\n"
-    )
-    command = [
+    command, run_dir, _ = cpu_run(
         sys.executable,
-        "-m",
-        "aworld_train.cli",
-        "run",
-        str(ROOT / "examples/calculator/grpo_verl_cpu.yaml"),
+        "examples/calculator/grpo_verl_cpu.yaml",
+        tmp,
+        calculator_rows(4),
         "agent=aworld_train.agents.calculator_team:build_pipeline",
         "rollout.max_turns=4",
-        f"trainer.run_dir={run_dir}",
-        f"model={model}",
-        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
-        f"data.train={train}",
-        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
-    ]
+    )
 
     def collect(returncode: int, log: str) -> dict:
         return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir}

@@ -6,8 +6,11 @@ differs between samples of a group."""
 
 import ast
 import re
+import subprocess
+from pathlib import Path
 
 FAILING_TRUTH = -1  # the task whose reward fails: its episodes end as reward_error, inside verl's run
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def distinct_chars(data_source, solution_str, ground_truth, extra_info=None):
@@ -37,3 +40,35 @@ def parse_steps(log: str) -> dict[int, dict[str, float]]:
                 continue
         steps[int(match.group(1))] = metrics
     return steps
+
+
+def calculator_rows(n: int) -> list[str]:
+    """The first `n` rows of the calculator example's training tasks."""
+    return (ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:n]
+
+
+def cpu_run(
+    python: str, config: str, tmp: Path, train_rows: list[str], *overrides: str
+) -> tuple[list[str], Path, Path]:
+    """An engine's CPU run as `aworld-train run` launches it: `config` (relative to the repository)
+    with `overrides`, on a tiny random model made here with `python`, the tasks `train_rows` and this
+    file's dense reward. The command, the run folder and the model folder."""
+    model = tmp / "tiny"
+    subprocess.run([python, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
+    train = tmp / "train.jsonl"
+    train.write_text("\n".join(train_rows) + "\n")
+    run_dir = tmp / "run"
+    command = [
+        python,
+        "-m",
+        "aworld_train.cli",
+        "run",
+        str(ROOT / config),
+        *overrides,
+        f"trainer.run_dir={run_dir}",
+        f"model={model}",
+        f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
+        f"data.train={train}",
+        f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
+    ]
+    return command, run_dir, model
