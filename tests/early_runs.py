@@ -19,7 +19,7 @@ from typing import IO, Any
 EARLY_MODULES = ("test_verl_cpu_e2e",)
 # modules whose tests run last: the early runs', then the verl run of a swarm and AReaL's, each with the
 # machine to itself
-LAST_MODULES = (*EARLY_MODULES, "test_verl_cpu_team_e2e", "test_areal_cpu_e2e")
+LAST_MODULES = (*EARLY_MODULES, "test_verl_cpu_team_e2e", "test_verl_cpu_gateway_e2e", "test_areal_cpu_e2e")
 
 
 @dataclass

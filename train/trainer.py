@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from aworld_train.prerun.mcp import check_mcp_servers
 from aworld_train.prerun.servers import check_server_environments
 from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
 from aworld_train.reward import RewardFunction
+from aworld_train.rollout.gateway.process_agent import ProcessAgent
 from aworld_train.rollout.trajectory import Task
 from aworld_train.validation import did_you_mean
 
@@ -87,6 +89,8 @@ class AgentTrainer:
         if run_path is not None:
             cfg.trainer.run_dir = str(run_path)
         self.run_dir = Path(cfg.trainer.run_dir)
+        if isinstance(self.spec, ProcessAgent) and self.spec.log_dir is None:  # its log beside the run's
+            self.spec = self.spec.model_copy(update={"log_dir": str((self.run_dir / "agent_logs").resolve())})
         writable = run_folder_writable(self.run_dir)
         if not writable.ok:
             raise ConfigError(writable.detail)
@@ -221,12 +225,36 @@ def _check_agent_roles(spec: Spec, rollout: RolloutConfig) -> None:
         )
 
 
+def _check_command(spec: ProcessAgent, env: dict[str, str]) -> None:
+    """A process agent's program exists and its `${VAR}` references resolve, before any model loads."""
+    program, cwd = spec.command[0], Path(spec.cwd or ".")
+    if spec.cwd is not None and not cwd.is_dir():
+        raise AgentSpecError(f"agent {spec.name!r}: cwd {spec.cwd!r} is not a folder; fix the path")
+    found = shutil.which(program) if os.sep not in program else (cwd / program).is_file()
+    if not found:
+        raise AgentSpecError(
+            f"agent {spec.name!r}: its command's program {program!r} is not found "
+            f"({'on PATH' if os.sep not in program else f'under {cwd.resolve()}'}); fix `command`"
+        )
+    for key, value in spec.env.items():
+        try:
+            resolve_env_refs(value, env)
+        except MissingVariable as exc:
+            raise AgentSpecError(
+                f"agent {spec.name!r}: env.{key} uses ${{{exc.name}}}, which is not set: "
+                "set it in the environment or in a .env file"
+            ) from None
+
+
 def _check_rebuild(spec: Spec, env_servers: list[str]) -> None:
     """A worker rebuilds the agent from its spec: make sure that works now, not on a GPU node.
     The `<NAME>_MCP_URL` of the config's `env:` servers count as set: the run exports them."""
     exported = {url_variable(name): "http://127.0.0.1:1/mcp" for name in env_servers}
     llm = {"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"}
     env = {**exported, **os.environ}
+    if isinstance(spec, ProcessAgent):
+        _check_command(spec, env)
+        return
     try:
         if isinstance(spec, SwarmSpec):
             build_swarm(spec, lambda name: llm, env=env)

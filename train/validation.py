@@ -1,5 +1,6 @@
 """What a user wrote, read with errors that name the key or file and the fix: YAML files holding a
-mapping, and pydantic's validation errors. Ground floor: the config and the agent spec use it."""
+mapping, pydantic's validation errors, and specs kept as YAML files. Ground floor: the config and
+the agent specs use it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aworld_train.errors import ConfigError
 
@@ -94,3 +95,18 @@ def read_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
             f"{what} {str(path)!r} holds a {type(data).__name__}: write a mapping of `key: value` lines"
         )
     return data
+
+
+class SpecFile(BaseModel):
+    """A spec as the YAML file the run folder keeps and every worker reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from aworld_train.errors import AgentSpecError
 from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
 from aworld_train.protocol import resolve_env_refs as _resolve
 from aworld_train.rollout.driver import AgentRole
+from aworld_train.validation import SpecFile
 
 if TYPE_CHECKING:
     from aworld_train.rollout.driver import LLMEndpoint
@@ -45,21 +45,6 @@ _ENGINE_LLM_FIELDS = {
     "llm_async_enabled",
     "llm_stream_call",
 }
-
-
-class SpecFile(BaseModel):
-    """A spec as the YAML file the run folder keeps and every worker reads."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-    def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml())
-        return path
 
 
 class AgentSpec(SpecFile):

@@ -19,6 +19,7 @@ from aworld_train.aworld.runtime import (
     register_llm_provider,
     sanitize_openai_messages,
 )
+from aworld_train.rollout.driver import CallOptions
 
 if TYPE_CHECKING:
     from aworld_train.rollout.driver import LLMEndpoint, Reply
@@ -85,8 +86,13 @@ class AworldTrainProvider(LLMProviderBase):
     ):
         # AWorld's serialiser turns every None after the first into the string 'None';
         # its own sanitiser restores the OpenAI message shape.
+        # the same call the gateway makes for an agent in another process (rollout/gateway/server.py)
         endpoint, agent = self._endpoint()
-        reply = await endpoint.complete(sanitize_openai_messages(messages), kwargs.get("tools"), agent)
+        stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+        options = CallOptions(max_tokens=max_tokens, stop=stops)
+        reply = await endpoint.complete(
+            sanitize_openai_messages(messages), kwargs.get("tools"), agent, options
+        )
         return model_response(reply)
 
     def completion(self, messages, temperature=0.0, max_tokens=None, stop=None, context=None, **kwargs):

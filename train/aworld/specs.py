@@ -1,5 +1,6 @@
 """Whatever a user names as the agent to train, as the spec the workers rebuild it from: an AWorld
-Agent or swarm, a 'module:factory' returning one, an agent YAML, or a spec already made."""
+Agent or swarm, an agent run in a process of its own (`ProcessAgent`, trained through the
+gateway), a 'module:factory' returning one, an agent YAML, or a spec already made."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from pydantic import ValidationError
 from aworld_train.aworld.agent_spec import AgentSpec, import_object, spec_from_agent
 from aworld_train.aworld.swarm_spec import SwarmSpec, is_swarm, spec_from_swarm
 from aworld_train.errors import AgentSpecError, ConfigError
+from aworld_train.rollout.gateway.process_agent import ProcessAgent
 from aworld_train.validation import explain_validation, read_yaml
 
-Spec = AgentSpec | SwarmSpec
+Spec = AgentSpec | SwarmSpec | ProcessAgent
 
 
 def load_agent_spec(agent: Any) -> Spec:
     """An Agent or swarm object, a spec, a 'module:factory' string or an agent YAML path -> spec."""
-    if isinstance(agent, AgentSpec | SwarmSpec):
+    if isinstance(agent, AgentSpec | SwarmSpec | ProcessAgent):
         return agent
     if isinstance(agent, str | Path) and str(agent).endswith((".yaml", ".yml")):
         return _read_spec(agent)
@@ -27,7 +29,7 @@ def load_agent_spec(agent: Any) -> Spec:
         if not callable(factory):
             raise AgentSpecError(
                 f"agent factory {agent!r} is a {type(factory).__name__}, not callable: name a function "
-                "that returns an AWorld Agent or swarm"
+                "that returns an AWorld Agent or swarm, or a ProcessAgent"
             )
         try:
             built = factory()
@@ -45,16 +47,19 @@ def load_agent_spec(agent: Any) -> Spec:
 
 
 def _spec_of(built: Any, factory: str | None = None) -> Spec:
+    if isinstance(built, ProcessAgent):
+        return built
     return spec_from_swarm(built, factory) if is_swarm(built) else spec_from_agent(built, factory)
 
 
 def _read_spec(path: str | Path) -> Spec:
-    """An agent YAML: one agent's spec, or a swarm's (it has `agents:`)."""
+    """An agent YAML: one agent's spec, a swarm's (it has `agents:`) or a process agent's (`command:`)."""
     try:
         data = read_yaml(path, "agent YAML")
     except ConfigError as exc:
         raise AgentSpecError(str(exc)) from None
-    model = SwarmSpec if isinstance(data, dict) and "agents" in data else AgentSpec
+    keys = data if isinstance(data, dict) else {}
+    model = SwarmSpec if "agents" in keys else ProcessAgent if "command" in keys else AgentSpec
     try:
         return model.model_validate(data)
     except ValidationError as exc:

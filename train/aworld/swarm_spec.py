@@ -18,13 +18,13 @@ from pydantic import Field, model_validator
 from aworld_train.aworld.agent_spec import (
     AgentSpec,
     AWorldRun,
-    SpecFile,
     build_agent,
     episode_llm,
     spec_from_agent,
 )
 from aworld_train.errors import AgentSpecError
-from aworld_train.rollout.driver import AgentRole
+from aworld_train.rollout.driver import AgentRole, CallOptions
+from aworld_train.validation import SpecFile
 
 if TYPE_CHECKING:
     from aworld_train.rollout.driver import LLMEndpoint, Reply
@@ -258,12 +258,17 @@ class AgentsByName:
         self.ids = {name: agent_id for agent_id, name in ids.items()}
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, agent: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        agent: str = "",
+        options: CallOptions | None = None,
     ) -> Reply:
         messages = [_renamed_calls(m, self.names) for m in messages]
         tools = [_renamed_call(t, self.names) for t in tools] if tools else tools  # same shape as a call
-        reply = await self.endpoint.complete(messages, tools, agent)
-        reply.tool_calls = [_renamed_call(c, self.ids) for c in reply.tool_calls]
+        reply = await self.endpoint.complete(messages, tools, agent, options)
+        for choice in (reply, *reply.others):
+            choice.tool_calls = [_renamed_call(c, self.ids) for c in choice.tool_calls]
         return reply
 
 

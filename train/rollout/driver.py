@@ -27,6 +27,22 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str = "stop"
     usage: dict[str, int] = field(default_factory=dict)
+    logprobs: list[tuple[str, float]] | None = None  # (token text, logprob) per sampled id, if asked
+    others: list[Reply] = field(default_factory=list)  # choices 2..n of a call that asked for n
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """What one call may ask beyond its messages and tools (an OpenAI-compatible request's fields).
+
+    Temperature, top-p and top-k stay the run's (`rollout.temperature`, ...): the trainer computes
+    its logprobs under them, so a call sampled otherwise would not be the policy it trains."""
+
+    max_tokens: int | None = None  # at most the run's max_new_tokens and the episode's budget
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these
+    seed: int | None = None  # used when the episode has no seed of its own
+    n: int = 1  # choices; the first extends the ledger (ARCHITECTURE.md, the gateway)
+    logprobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,9 +58,23 @@ class LLMEndpoint(Protocol):
     """Where an agent's LLM calls land: the episode."""
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, agent: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        agent: str = "",
+        options: CallOptions | None = None,
     ) -> Reply:
         """Answer one LLM call of agent `agent` (one of the driver's roles; "" for its first)."""
+        ...
+
+    async def complete_text(
+        self, prompt: str | list[int], agent: str = "", options: CallOptions | None = None
+    ) -> list[tuple[str, Reply]]:
+        """A text completion (no chat template): (text, reply) per choice."""
+        ...
+
+    def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
+        """Keep a reward the agent reported for the episode (the reward function may read it)."""
         ...
 
 

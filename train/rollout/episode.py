@@ -17,6 +17,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -24,9 +25,10 @@ from aworld_train.errors import RewardError
 from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
 from aworld_train.rollout.agent_endpoint import ExternalAgent
 from aworld_train.rollout.chat import content_text
-from aworld_train.rollout.driver import AgentDriver, AgentRole, AgentRun, Reply, Reward
+from aworld_train.rollout.driver import AgentDriver, AgentRole, AgentRun, CallOptions, Reply, Reward
 from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import SamplingParams, derive_seed
+from aworld_train.rollout.parsers.base import ParseResult
+from aworld_train.rollout.policy import Generation, SamplingParams, derive_seed
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.runtime import RolloutRuntime
 from aworld_train.rollout.tool_parser import get_parser
@@ -134,13 +136,17 @@ class Episode:
 
     # -- the LLM endpoint the agent calls --------------------------------------
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, agent: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        agent: str = "",
+        options: CallOptions | None = None,
     ) -> Reply:
         self._disarm_watchdog()
         if self._ended.is_set():
             return await self._hold()
         try:
-            return await self._complete(messages, tools, self._role(agent))
+            return await self._complete(messages, tools, self._role(agent), options or CallOptions())
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -148,6 +154,10 @@ class Episode:
             # provider error: end the episode here, with the real cause.
             self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
             return await self._hold()
+
+    def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
+        self.traj.reported_reward = float(reward)
+        self.traj.reported_extras = dict(extras)
 
     def _role(self, agent: str) -> AgentRole:
         if not agent:
@@ -163,7 +173,11 @@ class Episode:
         return self.ledgers[role.name]
 
     async def _complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, role: AgentRole
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        role: AgentRole,
+        options: CallOptions,
     ) -> Reply:
         self._collect_tool_results(messages)
         if self._ended.is_set():  # a tool server reported its backend down
@@ -182,13 +196,46 @@ class Episode:
         ledger = self._ledger(role)
         first_prompt = not ledger.segments
         prompt_ids = ledger.prompt(messages, tools)
+        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
+        if sampling is None:
+            return await self._hold()
+        turn = self.traj.num_turns
+        gens = await self._generate(prompt_ids, sampling, options)
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(gens[0].finish_reason)
+        used = set(self._calls_by_id)
+        replies = [self._reply(gen, tools, turn, k, used, prompt_ids, options) for k, gen in enumerate(gens)]
+        reply, parsed = replies[0]
+        assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            assistant["tool_calls"] = reply.tool_calls
+        ledger.record(gens[0], assistant)  # the first choice extends the ledger
+        self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
+        if parsed.malformed:
+            self._end("malformed_tool_call", "; ".join(parsed.errors))
+            return await self._hold()
+        self._made_calls(reply.tool_calls, [(c.name, c.arguments) for c in parsed.calls], turn, role)
+        if not reply.tool_calls:
+            self.traj.final_answer = reply.content
+        reply.others = [other for other, _ in replies[1:]]
+        return reply
+
+    def _sampling(
+        self,
+        ledger: TokenLedger,
+        prompt_ids: list[int],
+        first_prompt: bool,
+        role: AgentRole,
+        options: CallOptions,
+    ) -> SamplingParams | None:
+        """How to sample the next call of `role` on `prompt_ids`; None if a limit ended the episode."""
         if first_prompt and self.cfg.max_prompt_tokens and len(prompt_ids) > self.cfg.max_prompt_tokens:
             # never cut the prompt: a left-truncated prompt is not what the ledger holds
             self._end(
                 "prompt_too_long",
                 f"the first prompt of agent {role.name!r} has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
             )
-            return await self._hold()
+            return None
         budget = self.cfg.max_total_tokens - len(prompt_ids)
         if self.cfg.max_response_tokens is not None:
             first = ledger.segments[0]
@@ -200,28 +247,96 @@ class Episode:
                 f"no tokens left (max_total_tokens={self.cfg.max_total_tokens}, "
                 f"max_response_tokens={self.cfg.max_response_tokens})",
             )
-            return await self._hold()
-        sampling = SamplingParams(
-            max_new_tokens=min(self.cfg.max_new_tokens, budget),
+            return None
+        seed = self.seed if self.seed is not None else options.seed
+        return SamplingParams(
+            max_new_tokens=min(self.cfg.max_new_tokens, budget, options.max_tokens or budget),
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
-            seed=None if self.seed is None else derive_seed(self.seed, self.traj.num_turns),
+            seed=None if seed is None else derive_seed(seed, self.traj.num_turns),
         )
+
+    async def complete_text(
+        self, prompt: str | list[int], agent: str = "", options: CallOptions | None = None
+    ) -> list[tuple[str, Reply]]:
+        """A text completion (OpenAI's `/v1/completions`) in the agent's ledger: (text, reply) per
+        choice, the first choice recorded. No tools are parsed: the caller reads the text."""
+        self._disarm_watchdog()
+        if self._ended.is_set():
+            return await self._hold()
+        options = options or CallOptions()
+        role = self._role(agent)
+        self._callers.add(role.name)
+        self._turn_calls += 1
+        if self._turn_calls > self.cfg.max_turns:
+            self._end("max_turns")
+            return await self._hold()
+        ledger = self._ledger(role)
+        first_prompt = not ledger.segments
+        prompt_ids = ledger.text_prompt(prompt)
+        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
+        if sampling is None:
+            return await self._hold()
+        turn = self.traj.num_turns
+        gens = await self._generate(prompt_ids, sampling, options)
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(gens[0].finish_reason)
+        tokenizer = self.runtime.renderer.tokenizer
+        answers = []
+        for k, gen in enumerate(gens):
+            text = sampled_text(tokenizer, gen, self.runtime.stop_token_ids)
+            for stop in options.stop:
+                text = text.split(stop, 1)[0]
+            reply = Reply(
+                id=f"{self.id}-{turn}" + (f"-{k}" if k else ""),
+                content=text,
+                finish_reason="length" if gen.finish_reason == "length" else "stop",
+                usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(gen.token_ids)},
+                logprobs=[
+                    (tokenizer.decode([t]), float(lp))
+                    for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)
+                ],
+            )
+            answers.append((text, reply))
+        ledger.record_text(gens[0], answers[0][0])
+        self.traj.final_answer = answers[0][0]
+        return answers
+
+    async def _generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, options: CallOptions
+    ) -> list[Generation]:
+        """`options.n` generations of one prompt (each with its own seed), cut at `options.stop`."""
         call, since = object(), time.perf_counter()
         self._policy_calls[call] = since  # an agent may call again before an earlier call returned
+        samplings = [sampling] + [
+            replace(sampling, seed=None if sampling.seed is None else derive_seed(sampling.seed, k))
+            for k in range(1, options.n)
+        ]
         try:
-            gen = await self.runtime.policy.generate(prompt_ids, sampling)
+            gens = await asyncio.gather(*(self.runtime.policy.generate(prompt_ids, s) for s in samplings))
         finally:
             del self._policy_calls[call]
             self._policy_s += time.perf_counter() - since
+        tokenizer = self.runtime.renderer.tokenizer
+        return [cut_at_stop(tokenizer, gen, options.stop) for gen in gens]
+
+    def _reply(
+        self,
+        gen: Generation,
+        tools: list[dict[str, Any]] | None,
+        turn: int,
+        choice: int,
+        used: set[str],
+        prompt_ids: list[int],
+        options: CallOptions,
+    ) -> tuple[Reply, ParseResult]:
+        """One choice as the agent reads it, and its parse; call ids in `used` are not reused."""
         renderer = self.runtime.renderer
         text = sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids)
+        for stop in options.stop:
+            text = text.split(stop, 1)[0]
         parsed = get_parser(self.runtime.tool_parser).parse(text, tools)
-        turn = self.traj.num_turns
-        self.traj.num_turns += 1
-        self.traj.finish_reasons.append(gen.finish_reason)
-        used = set(self._calls_by_id)
         calls = []
         for i, c in enumerate(parsed.calls):
             call_id = renderer.family.call_id(c, turn, i, used)
@@ -233,29 +348,25 @@ class Episode:
                     "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
                 }
             )
-        content = visible_text(renderer.tokenizer, parsed.content)
-        assistant: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            assistant["tool_calls"] = calls
-        ledger.record(gen, assistant)
-        self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
-        if parsed.malformed:
-            self._end("malformed_tool_call", "; ".join(parsed.errors))
-            return await self._hold()
-        self._made_calls(calls, [(c.name, c.arguments) for c in parsed.calls], turn, role)
-        if not calls:
-            self.traj.final_answer = content
-        return Reply(
-            id=f"{self.id}-{turn}",
-            content=assistant["content"],
+        logprobs = None
+        if options.logprobs:
+            logprobs = [
+                (renderer.tokenizer.decode([t]), float(lp))
+                for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)
+            ]
+        reply = Reply(
+            id=f"{self.id}-{turn}" + (f"-{choice}" if choice else ""),
+            content=visible_text(renderer.tokenizer, parsed.content),
             tool_calls=calls,
-            finish_reason="tool_calls" if calls else "stop",
+            finish_reason="tool_calls" if calls else ("length" if gen.finish_reason == "length" else "stop"),
             usage={
                 "prompt_tokens": len(prompt_ids),
                 "completion_tokens": len(gen.token_ids),
                 "total_tokens": len(prompt_ids) + len(gen.token_ids),
             },
+            logprobs=logprobs,
         )
+        return reply, parsed
 
     def _made_calls(
         self, calls: list[dict[str, Any]], parsed: list[tuple[str, Any]], turn: int, role: AgentRole
@@ -409,6 +520,21 @@ def sampled_text(tokenizer, gen, stop_token_ids) -> str:
     if gen.finish_reason == "stop" and ids and ids[-1] in stop_token_ids:
         ids = ids[:-1]
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def cut_at_stop(tokenizer, gen: Generation, stop: tuple[str, ...]) -> Generation:
+    """`gen` ended at the first id whose text completes one of `stop` (an OpenAI `stop`); the ids
+    kept are all sampled ones, so the ledger stays exact, and the answer's text ends before it."""
+    if not stop:
+        return gen
+    text = tokenizer.decode(gen.token_ids, skip_special_tokens=False)
+    if not any(s in text for s in stop):
+        return gen
+    for end in range(1, len(gen.token_ids) + 1):
+        text = tokenizer.decode(gen.token_ids[:end], skip_special_tokens=False)
+        if any(s in text for s in stop):
+            return Generation(gen.token_ids[:end], gen.logprobs[:end], "stop", gen.meta)
+    return gen  # pragma: no cover (the whole text holds a stop string)
 
 
 def visible_text(tokenizer, text: str) -> str:

@@ -87,6 +87,7 @@ class TokenLedger:
         self._seen: list[tuple] = []
         self._tools_key: str | None = None
         self._last: Generation | None = None
+        self._text = ""  # text completions: the prompt text and answers the current segment holds
 
     @property
     def current(self) -> Segment | None:
@@ -133,6 +134,40 @@ class TokenLedger:
         self._last = None
         seg.turn_starts.append(len(seg))
         return seg.ids
+
+    def text_prompt(self, prompt: str | list[int]) -> list[int]:
+        """A text completion's prompt (text, or ids as given): one that starts with everything the
+        ledger holds (its answers' sampled ids, stop ids included) extends it by the rest (mask 0);
+        any other starts a new segment, tokenized once."""
+        tokenizer = self.renderer.tokenizer
+        seg = self.current
+        known = seg is not None and self._last is not None
+        if isinstance(prompt, list):
+            ids, extends = prompt, known and len(prompt) > len(seg) and prompt[: len(seg)] == seg.ids
+            delta = prompt[len(seg) :] if extends else []
+            self._text = ""
+        else:
+            extends = (
+                known and self._text != "" and len(prompt) > len(self._text) and prompt.startswith(self._text)
+            )
+            delta = tokenizer.encode(prompt[len(self._text) :], add_special_tokens=False) if extends else []
+            ids = [] if extends else tokenizer.encode(prompt, add_special_tokens=False)
+            self._text = prompt
+        if extends:
+            seg.response_ids.extend(delta)
+            seg.response_mask.extend([0] * len(delta))
+            seg.response_logprobs.extend([0.0] * len(delta))
+        else:
+            self.segments.append(Segment(prompt_ids=list(ids), agent=self.agent))
+            seg = self.current
+        self._seen, self._tools_key, self._last = [], None, None
+        seg.turn_starts.append(len(seg))
+        return seg.ids
+
+    def record_text(self, generation: Generation, text: str) -> None:
+        """Append a text completion's sampled ids; `text` is what the client was answered."""
+        self.record(generation, {"role": "assistant", "content": text})
+        self._text += text
 
     def record(self, generation: Generation, assistant_message: Message) -> None:
         """Append what the policy sampled, exactly, and remember the message AWorld will echo back."""

@@ -66,6 +66,8 @@ class Trajectory:
     reward_extras: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     ground_truth: Any = None
+    reported_reward: float | None = None  # what the agent reported (the gateway's reward endpoint)
+    reported_extras: dict[str, Any] = field(default_factory=dict)
 
     # The single-segment view most consumers want; multi-segment episodes use `segments`.
     @property
@@ -90,6 +92,12 @@ class Trajectory:
         if self.status == "malformed_tool_call" and not train_on_malformed:
             return False
         return any(any(s.response_mask) for s in self.segments)
+
+    @property
+    def history_rewrites(self) -> int:
+        """Segments begun because an agent's messages stopped extending its ledger (a summary, an
+        edited or truncated history), over every agent of the episode."""
+        return len(self.segments) - len({seg.agent for seg in self.segments})
 
     @property
     def called_tool(self) -> bool:
@@ -125,6 +133,7 @@ class Trajectory:
             "user_turns": self.user_turns,
             "finish_reasons": self.finish_reasons,
             "timings": self.timings,
+            "reported_reward": self.reported_reward,
             "messages": self.messages,
             "tool_calls": [asdict(c) for c in self.tool_calls],
         }

@@ -53,6 +53,8 @@ def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -
         "tool_call_rate": sum(t.called_tool for t in trajs) / n,
         "turns_mean": sum(t.num_turns for t in trajs) / n,
         "sampled_tokens_mean": sum(response_tokens) / n,
+        # segments begun because an agent's history stopped extending its ledger
+        "history_rewrites_mean": sum(t.history_rewrites for t in trajs) / n,
         "episode_s_mean": statistics.fmean(t.timings.get("total_s", 0.0) for t in trajs) if trajs else 0.0,
         "statuses": dict(Counter(t.status for t in trajs)),
         "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,

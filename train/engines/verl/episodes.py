@@ -10,6 +10,7 @@ trainer and returns them with its sampling metrics, which verl merges into the s
 
     training/aworld/episodes, training/aworld/trained, training/aworld/failed,
     training/aworld/status/<status> (every status, 0 included), training/aworld/reward/mean,
+    training/aworld/history_rewrites/mean (segments begun because an agent rewrote its history),
     and for a team, per agent: training/aworld/agent/<name>/samples (the outputs it gave verl),
     .../episodes (the episodes it trained in), .../tool_calls_mean, .../sampled_tokens_mean
 
@@ -48,6 +49,7 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
         "status": traj.status,
         "trained": bool(agents),
         "reward": float(traj.reward or 0.0),
+        "history_rewrites": traj.history_rewrites,
         "agents": {
             agent: {
                 "samples": samples,
@@ -69,6 +71,9 @@ def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]
         f"{prefix}/aworld/failed": len(tags) - len(trained),
         f"{prefix}/aworld/reward/mean": (sum(t["reward"] for t in trained) / len(trained))
         if trained
+        else 0.0,
+        f"{prefix}/aworld/history_rewrites/mean": sum(t.get("history_rewrites", 0) for t in tags) / len(tags)
+        if tags
         else 0.0,
     }
     for status in sorted(set(STATUSES) | set(statuses)):

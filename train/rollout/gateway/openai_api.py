@@ -1,0 +1,201 @@
+"""OpenAI's chat and text completion shapes, as the gateway reads and writes them.
+
+A request is checked field by field before any policy call, and a field the gateway cannot honour
+is refused with its name (a silently ignored `tool_choice` would train a policy on prompts the
+agent never meant). An episode's `Reply` becomes a `chat.completion`, or the chunks of a stream.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aworld_train.rollout.driver import CallOptions, Reply
+
+MODEL = "aworld-train-policy"
+
+
+class RequestError(ValueError):
+    """A request the gateway refuses: HTTP 400 in OpenAI's error shape, naming the field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class _Request(BaseModel):
+    # clients send fields the gateway has no use for (user, metadata, frequency_penalty, ...)
+    model_config = ConfigDict(extra="allow")
+
+    model: str = MODEL
+    n: int = Field(1, ge=1, le=16)
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0)  # the run's temperature stands (CallOptions)
+    top_p: float | None = None
+    seed: int | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _at_most_four(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("give at most 4 stop strings")
+        return value
+
+    def stops(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+
+    @property
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
+
+
+class ChatRequest(_Request):
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=0)  # only the sampled token's logprob is known
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _policy_chooses(cls, value: str | dict | None) -> str | dict | None:
+        if value not in (None, "auto"):
+            raise ValueError(
+                "only 'auto' (or leaving it out): the policy decides whether to call a tool, as it "
+                "will when deployed; a forced choice would train on prompts the template never shows"
+            )
+        return value
+
+    def options(self) -> CallOptions:
+        return CallOptions(
+            max_tokens=self.max_completion_tokens or self.max_tokens,
+            stop=self.stops(),
+            seed=self.seed,
+            n=self.n,
+            logprobs=self.logprobs,
+        )
+
+
+class CompletionRequest(_Request):
+    prompt: str | list[int] = Field(description="text, or the prompt's token ids")
+    max_tokens: int | None = Field(16, ge=1)
+    logprobs: int | None = Field(None, ge=0, le=1)  # only the sampled token's logprob is known
+    echo: Literal[False] = False
+
+    def options(self) -> CallOptions:
+        return CallOptions(max_tokens=self.max_tokens, stop=self.stops(), seed=self.seed, n=self.n)
+
+
+def parse(model: type[_Request], body: Any) -> Any:
+    """A request of `model` from a JSON body, or RequestError naming the first bad field."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise RequestError(f"{field}: {first['msg']}", field) from None
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+def _logprobs(reply: Reply) -> dict[str, Any] | None:
+    if reply.logprobs is None:
+        return None
+    return {
+        "content": [
+            {"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": []}
+            for text, lp in reply.logprobs
+        ]
+    }
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+        message["content"] = reply.content or None  # as OpenAI answers a call without text
+    return message
+
+
+def _usage(replies: list[Reply]) -> dict[str, int]:
+    prompt = replies[0].usage.get("prompt_tokens", 0)
+    completion = sum(r.usage.get("completion_tokens", 0) for r in replies)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def chat_completion(reply: Reply, model: str) -> dict[str, Any]:
+    replies = [reply, *reply.others]
+    return {
+        "id": f"chatcmpl-{reply.id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": k, "message": _message(r), "finish_reason": r.finish_reason, "logprobs": _logprobs(r)}
+            for k, r in enumerate(replies)
+        ],
+        "usage": _usage(replies),
+    }
+
+
+def chat_chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str, Any]]:
+    """The stream of one answer: per choice its role, its text, its tool calls (one chunk each, by
+    index), its finish reason; then the usage if asked. The policy answers a call whole, so the
+    stream carries the whole text at once."""
+    head = {"id": f"chatcmpl-{reply.id}", "object": "chat.completion.chunk", "created": int(time.time())}
+    head["model"] = model
+    replies = [reply, *reply.others]
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None, logprobs=None) -> dict:
+        choice = {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
+        return {**head, "choices": [choice]}
+
+    chunks = []
+    for k, r in enumerate(replies):
+        chunks.append(chunk(k, {"role": "assistant", "content": ""}))
+        if r.content:
+            chunks.append(chunk(k, {"content": r.content}, logprobs=_logprobs(r)))
+        for i, call in enumerate(r.tool_calls):
+            chunks.append(chunk(k, {"tool_calls": [{"index": i, **call}]}))
+        chunks.append(chunk(k, {}, r.finish_reason))
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": _usage(replies)})
+    return chunks
+
+
+def text_completion(replies: list[tuple[str, Reply]], model: str, completion_id: str) -> dict[str, Any]:
+    """A `text_completion` from (text, reply) per choice."""
+    return {
+        "id": f"cmpl-{completion_id}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": k,
+                "text": text,
+                "finish_reason": reply.finish_reason,
+                "logprobs": None
+                if reply.logprobs is None
+                else {
+                    "tokens": [t for t, _ in reply.logprobs],
+                    "token_logprobs": [lp for _, lp in reply.logprobs],
+                    "top_logprobs": None,
+                    "text_offset": None,
+                },
+            }
+            for k, (text, reply) in enumerate(replies)
+        ],
+        "usage": _usage([reply for _, reply in replies]),
+    }

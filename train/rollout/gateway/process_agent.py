@@ -1,0 +1,244 @@
+"""An agent that runs in a process of its own and reaches the policy through the gateway.
+
+`ProcessAgent` is an `AgentDriver` (`rollout/driver.py`): its `command` starts one long-lived agent
+process per trainer process (per rollout worker, per verl agent-loop worker), which serves every
+episode there. The trainer speaks to it in JSON lines:
+
+  to its stdin, per user turn:  {"type": "turn", "episode_id", "user_turn", "text", "base_url",
+                                 "api_key", "model", "task": {"id", "system", "extra_info"}}
+  and when an episode ends:     {"type": "end", "episode_id"}
+  from its stdout, per turn:    {"episode_id", "user_turn", "answer": "..."}  or  {..., "error": "..."}
+
+`base_url` and `api_key` are the episode's gateway session: the agent points any OpenAI client at
+them (AWorld's stock `openai` provider, the `openai` SDK, another language's client). Other stdout
+lines and all of stderr go to the agent's log. A process that exits fails the turns it owed with
+its exit code and its last log lines, and the next episode starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from aworld_train.protocol import resolve_env_refs
+from aworld_train.rollout.driver import AgentRole, LLMEndpoint
+from aworld_train.rollout.gateway.server import Gateway, Session, SessionEnded, gateway
+from aworld_train.rollout.trajectory import Task
+from aworld_train.validation import SpecFile
+
+_LOG_TAIL = 20
+
+
+class ProcessAgent(SpecFile):
+    """An agent run by `command`, in its own process, trained through the gateway."""
+
+    name: str = Field("agent", description="the agent's name in samples and metrics")
+    command: list[str] = Field(description="the agent process's command line (a list, or one string)")
+    cwd: str | None = Field(None, description="its working folder (default: the trainer's)")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="variables added to its environment; keep secrets ${VAR} references"
+    )
+    mcp_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the MCP servers the agent uses ({mcpServers: {name: {url}}}): checked before the run, "
+        "watched during episodes, released after each",
+    )
+    mcp_servers: list[str] = Field(default_factory=list, description="which of mcp_config's servers it uses")
+    few_shot: list[dict[str, Any]] = Field(
+        default_factory=list, description="example chat turns placed after the system message of every prompt"
+    )
+    gateway_host: str = Field("127.0.0.1", description="where the gateway listens: loopback unless set")
+    log_dir: str | None = Field(
+        None, description="where the agent process's log goes (default: a temp folder)"
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return shlex.split(value) if isinstance(value, str) else value
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give the agent process's command line, e.g. [python, my_agent.py]")
+        return value
+
+    @property
+    def system_prompt(self) -> str:
+        return ""  # the agent process sends its own
+
+    def roles(self) -> list[AgentRole]:
+        return [AgentRole(self.name, list(self.few_shot), list(self.mcp_servers))]
+
+    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> ProcessRun:
+        return ProcessRun(self, endpoint, episode_id, task)
+
+
+class AgentProcess:
+    """One running agent process and the turns it owes; lives on the gateway's event loop."""
+
+    def __init__(self, spec: ProcessAgent) -> None:
+        self.spec = spec
+        self.proc: asyncio.subprocess.Process | None = None
+        self.waiting: dict[tuple[str, int], asyncio.Future] = {}
+        self.tail: collections.deque[str] = collections.deque(maxlen=_LOG_TAIL)
+        self.log_path: Path | None = None
+        self.starts = 0
+        self._starting: asyncio.Lock | None = None  # made on the gateway's loop
+
+    async def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one turn; its answer line."""
+        await self._ensure_running()
+        key = (message["episode_id"], message["user_turn"])
+        future = self.waiting[key] = asyncio.get_running_loop().create_future()
+        try:
+            await self._send(message)
+            return await future
+        finally:
+            self.waiting.pop(key, None)
+
+    async def tell(self, message: dict[str, Any]) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self._send(message)
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        await self.proc.stdin.drain()
+
+    async def _ensure_running(self) -> None:
+        self._starting = self._starting or asyncio.Lock()
+        async with self._starting:  # the episodes of a batch all ask at once: one process for them
+            if self.proc is None or self.proc.returncode is not None:
+                await self._start()
+
+    async def _start(self) -> None:
+        spec = self.spec
+        folder = Path(spec.log_dir or tempfile.gettempdir())
+        folder.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        self.log_path = folder / f"aworld-train-agent-{spec.name}-{os.getpid()}-{self.starts}.log"
+        env = {**os.environ, **{k: resolve_env_refs(v) for k, v in spec.env.items()}}
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *spec.command,
+                cwd=spec.cwd,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=2**24,  # an answer line may be long
+            )
+        except OSError as exc:
+            raise RuntimeError(
+                f"agent {spec.name!r}: cannot start {shlex.join(spec.command)} ({exc})"
+            ) from None
+        log = self.log_path.open("a", encoding="utf-8")
+        proc = self.proc
+        asyncio.ensure_future(self._read_answers(proc, log))
+        asyncio.ensure_future(self._read_log(proc.stderr, log))
+
+    def _log(self, log, line: str) -> None:
+        self.tail.append(line)
+        log.write(line + "\n")
+        log.flush()
+
+    async def _read_log(self, stream: asyncio.StreamReader, log) -> None:
+        async for raw in stream:
+            self._log(log, raw.decode(errors="replace").rstrip("\n"))
+
+    async def _read_answers(self, proc: asyncio.subprocess.Process, log) -> None:
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            answer = _answer(line)
+            if answer is None:
+                self._log(log, line)  # the agent's own prints
+                continue
+            future = self.waiting.get((str(answer.get("episode_id")), answer.get("user_turn", 0)))
+            if future is not None and not future.done():
+                future.set_result(answer)
+        code = await proc.wait()
+        await asyncio.sleep(0.05)  # let the last stderr lines arrive
+        log.close()
+        why = (
+            f"agent process {shlex.join(self.spec.command)} exited with code {code} "
+            f"(log {self.log_path}); its last lines: " + " | ".join(self.tail)
+        )
+        for future in list(self.waiting.values()):
+            if not future.done():
+                future.set_exception(RuntimeError(why))
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.stdin.close()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except asyncio.TimeoutError:
+                self.proc.kill()
+
+
+def _answer(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) and "episode_id" in data else None
+
+
+_PROCESSES: dict[tuple[int, str], AgentProcess] = {}  # by (gateway, spec as JSON)
+
+
+def agent_process(spec: ProcessAgent, where: Gateway) -> AgentProcess:
+    key = (id(where), spec.model_dump_json())
+    if key not in _PROCESSES:
+        _PROCESSES[key] = AgentProcess(spec)
+    return _PROCESSES[key]
+
+
+class ProcessRun:
+    """One episode of a process agent: a gateway session, and its turns sent to the process."""
+
+    def __init__(self, spec: ProcessAgent, endpoint: LLMEndpoint, episode_id: str, task: Task) -> None:
+        self.spec, self.endpoint, self.episode_id, self.task = spec, endpoint, episode_id, task
+        self.gateway = gateway(spec.gateway_host)
+        self.process = agent_process(spec, self.gateway)
+        self.session: Session | None = None
+
+    async def turn(self, user_turn: int, text: str) -> str | None:
+        if self.session is None:
+            self.session = self.gateway.open(self.endpoint, self.spec.name)
+        message = {
+            "type": "turn",
+            "episode_id": self.episode_id,
+            "user_turn": user_turn,
+            "text": text,
+            "base_url": self.session.base_url,
+            "api_key": self.session.token,
+            "model": self.spec.name,
+            "task": {"id": self.task.id, "system": self.task.system, "extra_info": self.task.extra_info},
+        }
+        try:
+            answer = await asyncio.wrap_future(self.gateway.submit(self.process.ask(message)))
+        except SessionEnded:
+            return None
+        error = answer.get("error")
+        return f"the agent process reported: {error}" if error else None
+
+    async def release(self) -> None:
+        if self.session is not None:
+            self.gateway.close(self.session)
+        end = {"type": "end", "episode_id": self.episode_id}
+        await asyncio.wrap_future(self.gateway.submit(self.process.tell(end)))
