@@ -142,11 +142,17 @@ class Episode:
         agent: str = "",
         options: CallOptions | None = None,
     ) -> Reply:
+        return await self._serve(
+            lambda: self._complete(messages, tools, self._role(agent), options or CallOptions())
+        )
+
+    async def _serve(self, call):
+        """One of the agent's LLM calls, answered by `call()`; never again once the episode ended."""
         self._disarm_watchdog()
         if self._ended.is_set():
             return await self._hold()
         try:
-            return await self._complete(messages, tools, self._role(agent), options or CallOptions())
+            return await call()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -262,11 +268,13 @@ class Episode:
     ) -> list[tuple[str, Reply]]:
         """A text completion (OpenAI's `/v1/completions`) in the agent's ledger: (text, reply) per
         choice, the first choice recorded. No tools are parsed: the caller reads the text."""
-        self._disarm_watchdog()
-        if self._ended.is_set():
-            return await self._hold()
-        options = options or CallOptions()
-        role = self._role(agent)
+        return await self._serve(
+            lambda: self._complete_text(prompt, self._role(agent), options or CallOptions())
+        )
+
+    async def _complete_text(
+        self, prompt: str | list[int], role: AgentRole, options: CallOptions
+    ) -> list[tuple[str, Reply]]:
         self._callers.add(role.name)
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
@@ -285,18 +293,13 @@ class Episode:
         tokenizer = self.runtime.renderer.tokenizer
         answers = []
         for k, gen in enumerate(gens):
-            text = sampled_text(tokenizer, gen, self.runtime.stop_token_ids)
-            for stop in options.stop:
-                text = text.split(stop, 1)[0]
+            text = before_stop(sampled_text(tokenizer, gen, self.runtime.stop_token_ids), options.stop)
             reply = Reply(
                 id=f"{self.id}-{turn}" + (f"-{k}" if k else ""),
                 content=text,
                 finish_reason="length" if gen.finish_reason == "length" else "stop",
                 usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(gen.token_ids)},
-                logprobs=[
-                    (tokenizer.decode([t]), float(lp))
-                    for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)
-                ],
+                logprobs=token_logprobs(tokenizer, gen),
             )
             answers.append((text, reply))
         ledger.record_text(gens[0], answers[0][0])
@@ -333,9 +336,7 @@ class Episode:
     ) -> tuple[Reply, ParseResult]:
         """One choice as the agent reads it, and its parse; call ids in `used` are not reused."""
         renderer = self.runtime.renderer
-        text = sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids)
-        for stop in options.stop:
-            text = text.split(stop, 1)[0]
+        text = before_stop(sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids), options.stop)
         parsed = get_parser(self.runtime.tool_parser).parse(text, tools)
         calls = []
         for i, c in enumerate(parsed.calls):
@@ -348,12 +349,7 @@ class Episode:
                     "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
                 }
             )
-        logprobs = None
-        if options.logprobs:
-            logprobs = [
-                (renderer.tokenizer.decode([t]), float(lp))
-                for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)
-            ]
+        logprobs = token_logprobs(renderer.tokenizer, gen) if options.logprobs else None
         reply = Reply(
             id=f"{self.id}-{turn}" + (f"-{choice}" if choice else ""),
             content=visible_text(renderer.tokenizer, parsed.content),
@@ -535,6 +531,18 @@ def cut_at_stop(tokenizer, gen: Generation, stop: tuple[str, ...]) -> Generation
         if any(s in text for s in stop):
             return Generation(gen.token_ids[:end], gen.logprobs[:end], "stop", gen.meta)
     return gen  # pragma: no cover (the whole text holds a stop string)
+
+
+def before_stop(text: str, stop: tuple[str, ...]) -> str:
+    """`text` up to the first of the stop strings that `cut_at_stop` ended it at."""
+    for string in stop:
+        text = text.split(string, 1)[0]
+    return text
+
+
+def token_logprobs(tokenizer, gen: Generation) -> list[tuple[str, float]]:
+    """Each sampled id's text and logprob, as OpenAI's `logprobs` give them."""
+    return [(tokenizer.decode([t]), float(lp)) for t, lp in zip(gen.token_ids, gen.logprobs, strict=True)]
 
 
 def visible_text(tokenizer, text: str) -> str:
