@@ -671,13 +671,21 @@ def test_verls_v1_advantages_leave_a_failed_episode_out_of_its_group(verl_run, t
     assert [o[0].reward_score for s, o in sessions.items() if s != 2] == [1.0, 0.0, 1.0]
 
 
-def test_agent_loop_workers_two_per_gpu_unless_set(tmp_path):
-    """Our AWorld loop is CPU-bound per process: verl gets 2 agent-loop workers per GPU (at least
-    its own 8); rollout.workers or the native key wins."""
-    run = _render(
-        trainer_for(tmp_path / "a", {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8}}})
-    )
+def test_agent_loop_workers_sized_from_the_nodes_cpus_unless_set(tmp_path, monkeypatch):
+    """Our AWorld loop is CPU-bound per process: verl gets per node one agent-loop worker per core
+    its GPUs leave, at least 2 per GPU and at most 32, times the nodes (at least its own 8);
+    rollout.workers or the native key wins."""
+    eight = {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8}}}
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    run = _render(trainer_for(tmp_path / "a", eight))
     assert run.final.actor_rollout_ref.rollout.agent.num_workers == 16
+    monkeypatch.setattr("os.cpu_count", lambda: 30)
+    run = _render(trainer_for(tmp_path / "a2", eight))
+    assert run.final.actor_rollout_ref.rollout.agent.num_workers == 22
+    monkeypatch.setattr("os.cpu_count", lambda: 96)
+    two_nodes = {"backend": "verl", "verl": {"trainer": {"n_gpus_per_node": 8, "nnodes": 2}}}
+    run = _render(trainer_for(tmp_path / "a3", two_nodes))
+    assert run.final.actor_rollout_ref.rollout.agent.num_workers == 64
     run = _render(trainer_for(tmp_path / "b", {"backend": "verl", "rollout": {"workers": 3}}))
     assert run.final.actor_rollout_ref.rollout.agent.num_workers == 3
     native = {"actor_rollout_ref": {"rollout": {"agent": {"num_workers": 5}}}}

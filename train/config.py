@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from aworld_train.errors import ConfigError
 from aworld_train.protocol import is_env_reference
@@ -73,6 +81,11 @@ class EnvServerConfig(_Section):
     name: str
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the server process")
+    per_node: bool = Field(
+        True,
+        description="on a Ray cluster, also start it on every other node that runs episodes (each worker "
+        "uses its own node's, on loopback); false: only the launching node's, which other nodes cannot reach",
+    )
 
     @field_validator("env")
     @classmethod
@@ -119,6 +132,10 @@ class TrainerConfig(_Section):
     eval_every: int = Field(5, ge=0)
     save_every: int = Field(10, ge=0)
     run_dir: str = "runs/default"
+    ray_address: str | None = Field(
+        None,
+        description="verl: join the Ray cluster at host:port (RAY_ADDRESS when unset); none: verl starts its own",
+    )
     eval_before: bool = True
     eval_after: bool = True
     log_trajectories: int = Field(4, ge=0, description="sampled trajectories written per step")
@@ -208,6 +225,17 @@ class TrainConfig(_Section):
         from aworld_train.engines.registry import ENGINE_NAMES
 
         return _one_of(value, ENGINE_NAMES, "backend")
+
+    @field_validator("trainer")
+    @classmethod
+    def _cluster_is_verls(cls, value: TrainerConfig, info: ValidationInfo) -> TrainerConfig:
+        backend = info.data.get("backend")
+        if value.ray_address and backend != "verl":
+            raise ValueError(
+                f"ray_address: backend {backend!r} does not join a Ray cluster (verl does); "
+                "remove it, or use backend: verl"
+            )
+        return value
 
     def fields_set(self) -> frozenset[str]:
         """Dotted names of the fields the user set: sections (`rollout`) and their fields (`rollout.temperature`)."""

@@ -127,7 +127,8 @@ def launch_run(
     from aworld_train.prerun.checks import require_checks
     from aworld_train.prerun.servers import running_envs
 
-    # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ)
+    # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ);
+    # on a Ray cluster the render forwards them, and other nodes start their own (engines/node_servers.py)
     with running_envs(inputs.config.env, inputs.run_dir):
         run = engine.render(inputs)
         if refuse is not None:

@@ -187,4 +187,16 @@ def preflight(inputs: RunInputs, run: RenderedRun) -> list:
             else f"{over} training prompts exceed data.max_prompt_length={limit}: raise it (rollout.max_prompt_tokens)",
         )
     )
+    ray_init = run.final.ray_kwargs.ray_init
+    if ray_init.get("address"):  # a cluster: each node is checked before the launch
+        from aworld_train.prerun.cluster import cluster_checks
+
+        checks += cluster_checks(
+            ray_init.address,
+            inputs.run_dir.resolve(),
+            inputs.spec.to_yaml(),
+            inputs.spec.mcp_config,
+            [server.name for server in inputs.config.env],
+            dict(ray_init.runtime_env.get("env_vars") or {}),
+        )
     return checks

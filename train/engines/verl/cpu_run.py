@@ -70,13 +70,14 @@ def cpu_derived(cfg: TrainConfig) -> list[Derived]:
     ]
 
 
-def cpu_extras(final: Any) -> None:
+def cpu_extras(final: Any, joins_cluster: bool = False) -> None:
     """Keys outside verl's config schema, set on the composed config."""
     from omegaconf import OmegaConf, open_dict
 
     with open_dict(final):
         slots = int(final.trainer.n_gpus_per_node) * int(final.trainer.nnodes)
-        if OmegaConf.select(final, "ray_kwargs.ray_init.num_gpus") is None:
+        # a cluster's nodes declare their slots themselves (ray start --num-gpus)
+        if not joins_cluster and OmegaConf.select(final, "ray_kwargs.ray_init.num_gpus") is None:
             # the cpu platform's worker slot is Ray's logical "GPU" (engines/verl/cpu/platform.py)
             final.ray_kwargs.ray_init.num_gpus = slots
         override = final.actor_rollout_ref.model.override_config

@@ -19,6 +19,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from aworld_train.aworld.specs import load_agent_spec
+from aworld_train.engines.node_servers import node_server_urls
 from aworld_train.reward import RewardFunction
 from aworld_train.rollout.codec import (
     TASK_FIELD,
@@ -159,6 +160,15 @@ def to_agent_loop_outputs(
     ]
 
 
+def plain(value: Any) -> Any:
+    """What Hydra instantiated from agent_loop.yaml (ListConfig, DictConfig) as plain lists and dicts."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    return (
+        OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+    )
+
+
 @functools.cache
 def _warn_agent_rewards_once() -> None:
     logger.warning(
@@ -175,10 +185,14 @@ class AWorldAgentLoop(AgentLoopBase):
         rollout: dict[str, Any] | None = None,
         reward: str | None = None,
         reward_kwargs: dict[str, Any] | None = None,
+        env_servers: list[dict[str, Any]] | None = None,
+        run_dir: str | None = None,
         **kwargs,
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
         super().__init__(*args, **kwargs)
+        if env_servers:  # this node's `env:` servers, before the agent resolves its URLs
+            node_server_urls(plain(env_servers), run_dir or ".")
         verl_rollout = self.rollout_config
         self.response_length = int(verl_rollout.response_length)
         self.prompt_length = int(verl_rollout.prompt_length)

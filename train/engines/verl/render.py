@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,9 @@ import yaml
 
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
 from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put, unknown_key_message
+from aworld_train.engines.node_servers import server_entries
 from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
+from aworld_train.engines.verl.cluster import cluster_address, forwarded_env, join_cluster, refuse_resources
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
@@ -112,21 +115,28 @@ def _without_reward_kwargs(native: dict[str, Any]) -> dict[str, Any]:
     return native
 
 
-# Agent-loop worker processes per GPU when the user sets none. One process runs our AWorld
-# episodes at about 10-15 episodes/s of CPU-bound loop (bench/rollout_workers.py); a GPU serving
-# a small or mid-size model answers the LLM calls of more episodes than that (ARCHITECTURE.md).
+# Agent-loop worker processes per node when the user sets none. One process runs our AWorld
+# episodes at about 17 episodes/s and keeps one CPU core busy (bench/rollout_workers.py: 17 with one
+# worker, 29.5 with two on 2 cores); a GPU serving a small or mid-size model answers the LLM calls of
+# more episodes than that. So a node gets one worker per core its GPU processes leave (one each),
+# at least 2 per GPU and at most MAX_AGENT_WORKERS_PER_NODE, counted on the launching node (a
+# cluster's nodes alike).
 AGENT_WORKERS_PER_GPU = 2
+MAX_AGENT_WORKERS_PER_NODE = 32
 
 
 def agent_loop_workers(inputs: RunInputs) -> int:
-    """verl's agent-loop workers: `rollout.workers` if set, else 2 per GPU and at least verl's 8."""
+    """verl's agent-loop workers, over all nodes: `rollout.workers` if set, else sized per node from
+    its CPUs (above), times `trainer.nnodes`, and at least verl's own 8."""
     cfg = inputs.config
     if inputs.explicit("rollout.workers"):
         return cfg.rollout.workers
     if is_cpu_run(cfg):
         return 1
-    gpus = _count(get(cfg.verl, "trainer.n_gpus_per_node"), 8) * _count(get(cfg.verl, "trainer.nnodes"), 1)
-    return max(8, AGENT_WORKERS_PER_GPU * gpus)
+    gpus = _count(get(cfg.verl, "trainer.n_gpus_per_node"), 8)
+    cores_left = (os.cpu_count() or 1) - gpus
+    per_node = max(AGENT_WORKERS_PER_GPU * gpus, min(MAX_AGENT_WORKERS_PER_NODE, cores_left))
+    return max(8, per_node * _count(get(cfg.verl, "trainer.nnodes"), 1))
 
 
 def _count(value: Any, default: int) -> int:
@@ -310,8 +320,14 @@ def render(inputs: RunInputs) -> RenderedRun:
     model_path = str(resolve_model_path(cfg.model))
     final = compose(merge_native(inputs, folder, model_path))
     cpu = is_cpu_run(cfg)
+    address = cluster_address(cfg)
+    if address is not None:
+        refuse_resources(cfg, address)
     if cpu:
-        cpu_extras(final)
+        cpu_extras(final, joins_cluster=address is not None)
+    env = cpu_env() if cpu else {}
+    if address is not None:
+        join_cluster(final, address, forwarded_env(cfg, env))
     require_v1(final)
     fit_token_budgets(final, inputs)
     validate(final)
@@ -329,10 +345,11 @@ def render(inputs: RunInputs) -> RenderedRun:
         "reward": inputs.reward.reference,
         "reward_kwargs": inputs.reward.kwargs,
         "rollout": rollout,
+        "env_servers": server_entries(cfg.env),
+        "run_dir": str(inputs.run_dir.resolve()),
     }
     (folder / "agent_loop.yaml").write_text(yaml.safe_dump([loop_entry], sort_keys=False))
     config_path = folder / "verl_config.yaml"
     OmegaConf.save(final, config_path, resolve=False)
     (inputs.run_dir / "config.yaml").write_text(cfg.render())
-    env = cpu_env() if cpu else {}
     return RenderedRun("verl", folder, config_path, command(folder, config_path), final, env)

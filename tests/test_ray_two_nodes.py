@@ -1,0 +1,97 @@
+"""verl's own CPU trainer on a Ray cluster of two nodes, each in its own network namespace (so that
+127.0.0.1 differs between them: tests/ray_two_nodes.py): `aworld-train run` joins the cluster
+through RAY_ADDRESS from the head's namespace, with two agent-loop workers, which verl places one
+per node. The calculator server the config lists under `env:` must answer episodes on both nodes.
+
+- With the fix, the worker on the second node finds the launching node's loopback URL dead and
+  starts the server on its own node: both servers' logs show the episodes' MCP requests, and
+  every episode trains.
+- Without it (`env: [{name: calculator, per_node: false}]`: only the launching node's server, as
+  every run was before), the second node's episodes end `tool_server_down`.
+
+Two runs of a few minutes on 2 cores, hence `slow`; they run after the suite (tests/early_runs.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray_two_nodes
+from verl_cpu_support import calculator_rows, cpu_run, parse_steps
+
+pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
+why_not = ray_two_nodes.available()
+if why_not is not None:
+    pytest.skip(f"two namespaced Ray nodes cannot run here: {why_not}", allow_module_level=True)
+
+LISTED = "ListToolsRequest"  # what the calculator server logs at INFO when an episode's agent lists its tools
+
+
+def run_on(cluster: ray_two_nodes.Cluster, tmp: Path, *overrides: str) -> dict:
+    command, run_dir, _ = cpu_run(
+        sys.executable,
+        "examples/calculator/grpo_verl_cpu.yaml",
+        tmp,
+        calculator_rows(4),
+        "rollout.workers=2",  # verl places agent-loop workers round-robin over the nodes
+        *overrides,
+    )
+    env = {**os.environ, **ray_two_nodes.ENV, "RAY_ADDRESS": cluster.address, "FASTMCP_LOG_LEVEL": "INFO"}
+    done = subprocess.run(
+        cluster.run_in_head(command), cwd=tmp, env=env, capture_output=True, text=True, timeout=1100
+    )
+    log = done.stdout + done.stderr
+    return {"rc": done.returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ray_two_nodes")
+    cluster = ray_two_nodes.start(node_env={"FASTMCP_LOG_LEVEL": "INFO"})
+    try:
+        fixed = run_on(cluster, tmp / "per_node")
+        unfixed = run_on(
+            cluster, tmp / "launcher_only", "env=[{name: calculator, per_node: false}]", "trainer.steps=1"
+        )
+    finally:
+        cluster.stop()
+    return {"fixed": fixed, "unfixed": unfixed}
+
+
+def server_logs(run_dir: Path) -> dict[str, str]:
+    return {
+        path.name: path.read_text(errors="replace") for path in sorted(run_dir.glob("env-calculator*.log"))
+    }
+
+
+def test_episodes_on_both_nodes_reach_a_calculator_server_on_their_own_node(runs):
+    run = runs["fixed"]
+    assert run["rc"] == 0, run["log"][-4000:]
+    assert sorted(run["steps"]) == [1, 2]
+    logs = server_logs(run["run_dir"])
+    # the launching node's server (env-calculator.log) and the second node's, started there
+    assert set(logs) == {"env-calculator.log", f"env-calculator-node-{ray_two_nodes.NODE_IP}.log"}, logs
+    for name, text in logs.items():
+        # batch 2 x group 2, split over the two workers: 2 episodes a step on each node
+        assert text.count(LISTED) >= 2 * len(run["steps"]), (name, text[-2000:])
+    for step, metrics in run["steps"].items():
+        assert metrics["training/aworld/status/tool_server_down"] == 0, step
+        assert metrics["training/aworld/trained"] == 4, step
+        assert metrics["actor/grad_norm"] > 0, step
+
+
+def test_without_per_node_servers_the_second_nodes_episodes_end_tool_server_down(runs):
+    run = runs["unfixed"]
+    assert run["steps"], run["log"][-4000:]
+    down = sum(m["training/aworld/status/tool_server_down"] for m in run["steps"].values())
+    assert down >= 2, run["log"][-4000:]  # the second node's worker's episodes
+    logs = server_logs(run["run_dir"])
+    assert set(logs) == {"env-calculator.log"}, logs  # no server was started on the second node
