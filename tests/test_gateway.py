@@ -6,6 +6,7 @@ subprocess, a plain `openai` SDK loop in a subprocess, and the `openai` SDK call
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -372,3 +373,23 @@ async def test_concurrent_episodes_share_one_agent_process(
     trajs = await run_episodes(agent, tasks, make_runtime(scripted(tokenizer, im_end), concurrency=8), REWARD)
     assert [t.reward for t in trajs] == [1.0] * 8, {t.error for t in trajs}
     assert agent_process(agent, gateway()).starts == 1
+
+
+async def test_a_call_in_flight_when_its_episode_ends_gets_410_and_later_calls_404():
+    class Hanging:  # an episode that has ended: it never answers again
+        async def complete(self, *args, **kwargs):
+            await asyncio.Event().wait()
+
+    session = gateway().open(Hanging())
+    url = f"{session.base_url}/chat/completions"
+    headers = {"Authorization": f"Bearer {session.token}"}
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    async with httpx.AsyncClient(timeout=30) as http:
+        pending = asyncio.ensure_future(http.post(url, json=body, headers=headers))
+        while not session.calls:  # the call reached the episode
+            await asyncio.sleep(0.01)
+        gateway().close(session)
+        ended = await pending
+        later = await http.post(url, json=body, headers=headers)
+    assert ended.status_code == 410 and ended.json()["error"]["type"] == "episode_ended"
+    assert later.status_code == 404

@@ -11,13 +11,11 @@ The random tiny model never answers right, so the run's reward is a dense stand-
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import early_runs
 import pytest
-from verl_cpu_support import calculator_rows, cpu_run, parse_steps
+from verl_cpu_support import calculator_rows, launch_cpu_run
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
@@ -33,14 +31,7 @@ def start_run(tmp: Path) -> early_runs.Started:
         "ground_truth": -1,
         "data_source": "calculator",
     }
-    rows = [*calculator_rows(3), json.dumps(failing)]
-    command, run_dir, model = cpu_run(sys.executable, "examples/calculator/grpo_verl_cpu.yaml", tmp, rows)
-
-    def collect(returncode: int, log: str) -> dict:
-        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}
-
-    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
-    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env=env)
+    return launch_cpu_run(tmp, [*calculator_rows(3), json.dumps(failing)])
 
 
 @pytest.fixture(scope="module")

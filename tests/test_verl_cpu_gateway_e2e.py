@@ -8,14 +8,12 @@ a few minutes on 2 cores, hence `slow`; it runs after the suite (tests/early_run
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import early_runs
 import pytest
 import yaml
-from verl_cpu_support import ROOT, calculator_rows, cpu_run, parse_steps
+from verl_cpu_support import ROOT, calculator_rows, launch_cpu_run
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
@@ -24,18 +22,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def start_run(tmp: Path) -> early_runs.Started:
-    command, run_dir, _ = cpu_run(
-        sys.executable,
-        "examples/calculator/grpo_verl_cpu.yaml",
-        tmp,
-        calculator_rows(4),
-        f"agent={ROOT / 'examples/calculator_gateway/agents.py'}:aworld_agent",
+    return launch_cpu_run(
+        tmp, calculator_rows(4), f"agent={ROOT / 'examples/calculator_gateway/agents.py'}:aworld_agent"
     )
-
-    def collect(returncode: int, log: str) -> dict:
-        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir}
-
-    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env={**os.environ, "RAY_DEDUP_LOGS": "0"})
 
 
 @pytest.fixture(scope="module")

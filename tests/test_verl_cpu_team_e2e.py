@@ -7,14 +7,12 @@ minutes on 2 cores, hence `slow`; it runs after the suite (tests/early_runs.py).
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import early_runs
 import pytest
 import yaml
-from verl_cpu_support import calculator_rows, cpu_run, parse_steps
+from verl_cpu_support import calculator_rows, launch_cpu_run
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
@@ -25,19 +23,12 @@ AGENTS = ("planner", "calculator_agent")
 
 
 def start_run(tmp: Path) -> early_runs.Started:
-    command, run_dir, _ = cpu_run(
-        sys.executable,
-        "examples/calculator/grpo_verl_cpu.yaml",
+    return launch_cpu_run(
         tmp,
         calculator_rows(4),
         "agent=aworld_train.agents.calculator_team:build_pipeline",
         "rollout.max_turns=4",
     )
-
-    def collect(returncode: int, log: str) -> dict:
-        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir}
-
-    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env={**os.environ, "RAY_DEDUP_LOGS": "0"})
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,13 @@ gradient; this dense stand-in scores the share of distinct characters in the ans
 differs between samples of a group."""
 
 import ast
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
+
+import early_runs
 
 FAILING_TRUTH = -1  # the task whose reward fails: its episodes end as reward_error, inside verl's run
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,3 +76,17 @@ def cpu_run(
         f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
     ]
     return command, run_dir, model
+
+
+def launch_cpu_run(tmp: Path, train_rows: list[str], *overrides: str) -> early_runs.Started:
+    """verl's CPU run of examples/calculator/grpo_verl_cpu.yaml (see `cpu_run`), started in the
+    background; its result holds the exit status, the log, verl's steps, the run and model folders."""
+    command, run_dir, model = cpu_run(
+        sys.executable, "examples/calculator/grpo_verl_cpu.yaml", tmp, train_rows, *overrides
+    )
+
+    def collect(returncode: int, log: str) -> dict:
+        return {"rc": returncode, "log": log, "steps": parse_steps(log), "run_dir": run_dir, "model": model}
+
+    env = {**os.environ, "RAY_DEDUP_LOGS": "0"}  # every worker's lines, the episodes' errors among them
+    return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env=env)

@@ -2,20 +2,19 @@
 provider pointed at each episode's gateway session. It imports nothing of aworld-train.
 
 The trainer starts it once per process and talks to it in JSON lines (one per user turn on stdin,
-one answer per turn on stdout). Episodes run concurrently, each an Agent of its own. The MCP
+one answer per turn on stdout: turns.py). Episodes run concurrently, each an Agent of its own. The MCP
 server's URL comes from CALCULATOR_MCP_URL, which `aworld-train run` exports for its `env:` server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import sys
 
 from aworld.agents.llm_agent import Agent
 from aworld.config import AgentConfig
 from aworld.runner import Runners
+from turns import serve
 
 SYSTEM_PROMPT = (
     "You are a careful calculator assistant. Call the calculate tool with the expression, "
@@ -49,34 +48,14 @@ def build(turn: dict) -> Agent:
     )
 
 
-async def answer(turn: dict, agents: dict[str, Agent], out: asyncio.Lock) -> None:
-    episode = turn["episode_id"]
-    reply = {"episode_id": episode, "user_turn": turn["user_turn"]}
-    try:
-        agent = agents.setdefault(episode, build(turn))
-        result = await Runners.run(input=turn["text"], agent=agent, session_id=episode)
-        reply["answer"] = str(result.answer or "")
-    except Exception as exc:  # reported to the trainer, which ends the episode as an error
-        reply["error"] = f"{type(exc).__name__}: {exc}"
-    async with out:
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-
-async def main() -> None:
-    loop = asyncio.get_running_loop()
-    agents: dict[str, Agent] = {}
-    out, running = asyncio.Lock(), set()
-    while line := await loop.run_in_executor(None, sys.stdin.readline):
-        message = json.loads(line)
-        if message["type"] == "turn":
-            task = asyncio.ensure_future(answer(message, agents, out))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        elif message["type"] == "end":
-            agents.pop(message["episode_id"], None)
-    await asyncio.gather(*running)
+async def run_turn(turn: dict, state: dict) -> str:
+    """One user turn of an episode; its Agent (and AWorld's history of it) lives in `state`."""
+    if "agent" not in state:
+        state["agent"] = build(turn)
+    agent = state["agent"]
+    result = await Runners.run(input=turn["text"], agent=agent, session_id=turn["episode_id"])
+    return str(result.answer or "")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(serve(run_turn))

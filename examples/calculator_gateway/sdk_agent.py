@@ -2,7 +2,7 @@
 
 Per user turn: call the model with the calculate tool, run each tool call against the calculator
 MCP server (the `mcp` client), send the results back, until the model answers without a call.
-The trainer speaks to it in JSON lines (see aworld_agent.py); episodes run concurrently.
+The trainer speaks to it in JSON lines (turns.py); episodes run concurrently.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from openai import AsyncOpenAI
+from turns import serve
 
 SYSTEM_PROMPT = (
     "You are a careful calculator assistant. Call the calculate tool with the expression, "
@@ -35,7 +35,9 @@ async def tools_of(session: ClientSession) -> list[dict]:
     ]
 
 
-async def run_turn(turn: dict, history: list[dict]) -> str:
+async def run_turn(turn: dict, state: dict) -> str:
+    """One user turn of an episode; its conversation so far lives in `state`."""
+    history = state.setdefault("history", [{"role": "system", "content": SYSTEM_PROMPT}])
     client = AsyncOpenAI(base_url=turn["base_url"], api_key=turn["api_key"], max_retries=0)
     history.append({"role": "user", "content": turn["text"]})
     async with streamablehttp_client(MCP_URL) as (read, write, _), ClientSession(read, write) as mcp:
@@ -56,33 +58,5 @@ async def run_turn(turn: dict, history: list[dict]) -> str:
     return ""
 
 
-async def answer(turn: dict, histories: dict[str, list[dict]], out: asyncio.Lock) -> None:
-    episode = turn["episode_id"]
-    history = histories.setdefault(episode, [{"role": "system", "content": SYSTEM_PROMPT}])
-    reply = {"episode_id": episode, "user_turn": turn["user_turn"]}
-    try:
-        reply["answer"] = await run_turn(turn, history)
-    except Exception as exc:
-        reply["error"] = f"{type(exc).__name__}: {exc}"
-    async with out:
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-
-async def main() -> None:
-    loop = asyncio.get_running_loop()
-    histories: dict[str, list[dict]] = {}
-    out, running = asyncio.Lock(), set()
-    while line := await loop.run_in_executor(None, sys.stdin.readline):
-        message = json.loads(line)
-        if message["type"] == "turn":
-            task = asyncio.ensure_future(answer(message, histories, out))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        elif message["type"] == "end":
-            histories.pop(message["episode_id"], None)
-    await asyncio.gather(*running)
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(serve(run_turn))

@@ -202,13 +202,10 @@ class Episode:
         ledger = self._ledger(role)
         first_prompt = not ledger.segments
         prompt_ids = ledger.prompt(messages, tools)
-        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
-        if sampling is None:
-            return await self._hold()
         turn = self.traj.num_turns
-        gens = await self._generate(prompt_ids, sampling, options)
-        self.traj.num_turns += 1
-        self.traj.finish_reasons.append(gens[0].finish_reason)
+        gens = await self._sample(ledger, prompt_ids, first_prompt, role, options)
+        if gens is None:
+            return await self._hold()
         used = set(self._calls_by_id)
         replies = [self._reply(gen, tools, turn, k, used, prompt_ids, options) for k, gen in enumerate(gens)]
         reply, parsed = replies[0]
@@ -225,6 +222,23 @@ class Episode:
             self.traj.final_answer = reply.content
         reply.others = [other for other, _ in replies[1:]]
         return reply
+
+    async def _sample(
+        self,
+        ledger: TokenLedger,
+        prompt_ids: list[int],
+        first_prompt: bool,
+        role: AgentRole,
+        options: CallOptions,
+    ) -> list[Generation] | None:
+        """The policy's choices for one call, the call counted as a turn; None if a limit ended the episode."""
+        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
+        if sampling is None:
+            return None
+        gens = await self._generate(prompt_ids, sampling, options)
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(gens[0].finish_reason)
+        return gens
 
     def _sampling(
         self,
@@ -283,13 +297,10 @@ class Episode:
         ledger = self._ledger(role)
         first_prompt = not ledger.segments
         prompt_ids = ledger.text_prompt(prompt)
-        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
-        if sampling is None:
-            return await self._hold()
         turn = self.traj.num_turns
-        gens = await self._generate(prompt_ids, sampling, options)
-        self.traj.num_turns += 1
-        self.traj.finish_reasons.append(gens[0].finish_reason)
+        gens = await self._sample(ledger, prompt_ids, first_prompt, role, options)
+        if gens is None:
+            return await self._hold()
         tokenizer = self.runtime.renderer.tokenizer
         answers = []
         for k, gen in enumerate(gens):

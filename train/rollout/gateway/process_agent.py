@@ -31,7 +31,7 @@ from pydantic import Field, field_validator
 
 from aworld_train.protocol import resolve_env_refs
 from aworld_train.rollout.driver import AgentRole, LLMEndpoint
-from aworld_train.rollout.gateway.server import Gateway, Session, SessionEnded, gateway
+from aworld_train.rollout.gateway.server import Gateway, Session, gateway
 from aworld_train.rollout.trajectory import Task
 from aworld_train.validation import SpecFile
 
@@ -230,10 +230,7 @@ class ProcessRun:
             "model": self.spec.name,
             "task": {"id": self.task.id, "system": self.task.system, "extra_info": self.task.extra_info},
         }
-        try:
-            answer = await asyncio.wrap_future(self.gateway.submit(self.process.ask(message)))
-        except SessionEnded:
-            return None
+        answer = await asyncio.wrap_future(self.gateway.submit(self.process.ask(message)))
         error = answer.get("error")
         return f"the agent process reported: {error}" if error else None
 

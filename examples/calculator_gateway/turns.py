@@ -1,0 +1,39 @@
+"""The agent's side of the trainer's JSON-lines protocol, shared by this folder's agents (plain
+Python: no aworld-train). `serve(run_turn)` reads a turn per stdin line, runs
+`run_turn(turn, state)` for each concurrently (`state`: a dict kept per episode until its "end"
+line), and writes each turn's answer, or its error, as one stdout line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+RunTurn = Callable[[dict[str, Any], dict[str, Any]], Awaitable[str]]
+
+
+async def serve(run_turn: RunTurn) -> None:
+    loop = asyncio.get_running_loop()
+    episodes: dict[str, dict[str, Any]] = {}
+    running: set[asyncio.Task] = set()
+
+    async def answer(turn: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"episode_id": turn["episode_id"], "user_turn": turn["user_turn"]}
+        try:
+            reply["answer"] = await run_turn(turn, episodes.setdefault(turn["episode_id"], {}))
+        except Exception as exc:  # reported to the trainer, which ends the episode as an error
+            reply["error"] = f"{type(exc).__name__}: {exc}"
+        sys.stdout.write(json.dumps(reply) + "\n")  # one whole line per write: answers never interleave
+        sys.stdout.flush()
+
+    while line := await loop.run_in_executor(None, sys.stdin.readline):  # "" once the trainer is gone
+        message = json.loads(line)
+        if message["type"] == "turn":
+            task = asyncio.ensure_future(answer(message))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        elif message["type"] == "end":
+            episodes.pop(message["episode_id"], None)
+    await asyncio.gather(*running)
