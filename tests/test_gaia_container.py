@@ -277,7 +277,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     verl's own main_ppo for 2 GRPO steps whose episodes call their tools in the container."""
     pytest.importorskip("verl")
     from gaia_mission import call_text, teach_tool_calls, tiny_model
-    from test_verl_cpu_e2e import parse_steps
+    from verl_cpu_support import parse_steps
 
     from aworld_train import AgentTrainer
     from aworld_train.agents.gaia import build_agent

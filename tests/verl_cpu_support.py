@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import early_runs
-
 FAILING_TRUTH = -1  # the task whose reward fails: its episodes end as reward_error, inside verl's run
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,9 +76,13 @@ def cpu_run(
     return command, run_dir, model
 
 
-def launch_cpu_run(tmp: Path, train_rows: list[str], *overrides: str) -> early_runs.Started:
+def launch_cpu_run(tmp: Path, train_rows: list[str], *overrides: str):
     """verl's CPU run of examples/calculator/grpo_verl_cpu.yaml (see `cpu_run`), started in the
-    background; its result holds the exit status, the log, verl's steps, the run and model folders."""
+    background (an `early_runs.Started`); its result holds the exit status, the log, verl's steps,
+    the run and model folders."""
+    # imported here: verl's workers import this file by path for its reward, outside tests/
+    import early_runs
+
     command, run_dir, model = cpu_run(
         sys.executable, "examples/calculator/grpo_verl_cpu.yaml", tmp, train_rows, *overrides
     )
