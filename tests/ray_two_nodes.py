@@ -81,7 +81,9 @@ def start(node_env: dict[str, str] | None = None) -> Cluster:
         _sh("ip", "netns", "exec", ns, "ip", "link", "set", veth, "up")
         _sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
     env = {**os.environ, **ENV, **(node_env or {})}
-    common = ["--disable-usage-stats", "--num-cpus=16"]
+    # logical CPUs to spare: verl places agent-loop workers with a soft node affinity, which a busy
+    # node turns into a place on the other one
+    common = ["--disable-usage-stats", "--num-cpus=64"]
     try:
         for ns, extra in (
             (

@@ -90,8 +90,12 @@ def test_episodes_on_both_nodes_reach_a_calculator_server_on_their_own_node(runs
 
 def test_without_per_node_servers_the_second_nodes_episodes_end_tool_server_down(runs):
     run = runs["unfixed"]
-    assert run["steps"], run["log"][-4000:]
     down = sum(m["training/aworld/status/tool_server_down"] for m in run["steps"].values())
-    assert down >= 2, run["log"][-4000:]  # the second node's worker's episodes
+    if run["rc"] == 0:
+        assert down >= 2, run["log"][-4000:]  # the second node's worker's episodes
+    else:
+        # verl sends every refilled prompt to the same worker: where that is the second node's,
+        # the run stops on its failed groups, naming the cause
+        assert "RunCannotLearn" in run["log"] and "tool_server_down" in run["log"], run["log"][-4000:]
     logs = server_logs(run["run_dir"])
     assert set(logs) == {"env-calculator.log"}, logs  # no server was started on the second node
