@@ -393,3 +393,31 @@ async def test_a_call_in_flight_when_its_episode_ends_gets_410_and_later_calls_4
         later = await http.post(url, json=body, headers=headers)
     assert ended.status_code == 410 and ended.json()["error"]["type"] == "episode_ended"
     assert later.status_code == 404
+
+
+def test_the_example_agents_cancel_an_episodes_turns_when_it_ends(tmp_path):
+    """turns.py, which both example agents serve through: after "end" nothing of the episode runs on
+    (AWorld would retry the ended session's calls and dump them in the working folder)."""
+    import subprocess
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import asyncio, sys\n"
+        "from turns import serve\n"
+        "async def run_turn(turn, state):\n"
+        "    try:\n"
+        "        await asyncio.sleep(60)\n"
+        "    except asyncio.CancelledError:\n"
+        "        print('cancelled', turn['episode_id'], file=sys.stderr)\n"
+        "        raise\n"
+        "    return 'never'\n"
+        "asyncio.run(serve(run_turn))\n"
+    )
+    turn = {"type": "turn", "episode_id": "e1", "user_turn": 0, "text": "hi"}
+    lines = json.dumps(turn) + "\n" + json.dumps({"type": "end", "episode_id": "e1"}) + "\n"
+    env = {"PYTHONPATH": str(EXAMPLE), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, str(agent)], input=lines, capture_output=True, text=True, env=env, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cancelled e1" in done.stderr and done.stdout == ""  # no answer for an ended episode
