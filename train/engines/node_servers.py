@@ -65,12 +65,10 @@ def _on_this_node(server: dict[str, Any], log_dir: Path) -> str:
 
 def answers_here(url: str, timeout_s: float = 1.0) -> bool:
     """Whether something on this node accepts connections at `url` (a loopback URL is this node's)."""
+    from aworld_train.env.launcher import port_open
+
     parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname, parsed.port or 80), timeout_s):
-            return True
-    except OSError:
-        return False
+    return port_open(parsed.hostname, parsed.port or 80, timeout_s)
 
 
 def node_address() -> str:

@@ -69,8 +69,8 @@ class LLMEndpoint(Protocol):
 
     async def complete_text(
         self, prompt: str | list[int], agent: str = "", options: CallOptions | None = None
-    ) -> list[tuple[str, Reply]]:
-        """A text completion (no chat template): (text, reply) per choice."""
+    ) -> list[Reply]:
+        """A text completion (no chat template): a reply per choice, its text the content."""
         ...
 
     def report_reward(self, reward: float, extras: dict[str, Any]) -> None:

@@ -231,24 +231,8 @@ class Episode:
         role: AgentRole,
         options: CallOptions,
     ) -> list[Generation] | None:
-        """The policy's choices for one call, the call counted as a turn; None if a limit ended the episode."""
-        sampling = self._sampling(ledger, prompt_ids, first_prompt, role, options)
-        if sampling is None:
-            return None
-        gens = await self._generate(prompt_ids, sampling, options)
-        self.traj.num_turns += 1
-        self.traj.finish_reasons.append(gens[0].finish_reason)
-        return gens
-
-    def _sampling(
-        self,
-        ledger: TokenLedger,
-        prompt_ids: list[int],
-        first_prompt: bool,
-        role: AgentRole,
-        options: CallOptions,
-    ) -> SamplingParams | None:
-        """How to sample the next call of `role` on `prompt_ids`; None if a limit ended the episode."""
+        """The policy's choices for the next call of `role` on `prompt_ids`, the call counted as a
+        turn; None if a limit ended the episode."""
         if first_prompt and self.cfg.max_prompt_tokens and len(prompt_ids) > self.cfg.max_prompt_tokens:
             # never cut the prompt: a left-truncated prompt is not what the ledger holds
             self._end(
@@ -269,26 +253,30 @@ class Episode:
             )
             return None
         seed = self.seed if self.seed is not None else options.seed
-        return SamplingParams(
+        sampling = SamplingParams(
             max_new_tokens=min(self.cfg.max_new_tokens, budget, options.max_tokens or budget),
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             top_k=self.cfg.top_k,
             seed=None if seed is None else derive_seed(seed, self.traj.num_turns),
         )
+        gens = await self._generate(prompt_ids, sampling, options)
+        self.traj.num_turns += 1
+        self.traj.finish_reasons.append(gens[0].finish_reason)
+        return gens
 
     async def complete_text(
         self, prompt: str | list[int], agent: str = "", options: CallOptions | None = None
-    ) -> list[tuple[str, Reply]]:
-        """A text completion (OpenAI's `/v1/completions`) in the agent's ledger: (text, reply) per
-        choice, the first choice recorded. No tools are parsed: the caller reads the text."""
+    ) -> list[Reply]:
+        """A text completion (OpenAI's `/v1/completions`) in the agent's ledger: a reply per choice
+        (its text the content), the first choice recorded. No tools are parsed: the caller reads the text."""
         return await self._serve(
             lambda: self._complete_text(prompt, self._role(agent), options or CallOptions())
         )
 
     async def _complete_text(
         self, prompt: str | list[int], role: AgentRole, options: CallOptions
-    ) -> list[tuple[str, Reply]]:
+    ) -> list[Reply]:
         self._callers.add(role.name)
         self._turn_calls += 1
         if self._turn_calls > self.cfg.max_turns:
@@ -302,20 +290,19 @@ class Episode:
         if gens is None:
             return await self._hold()
         tokenizer = self.runtime.renderer.tokenizer
-        answers = []
-        for k, gen in enumerate(gens):
-            text = before_stop(sampled_text(tokenizer, gen, self.runtime.stop_token_ids), options.stop)
-            reply = Reply(
+        replies = [
+            Reply(
                 id=f"{self.id}-{turn}" + (f"-{k}" if k else ""),
-                content=text,
+                content=before_stop(sampled_text(tokenizer, gen, self.runtime.stop_token_ids), options.stop),
                 finish_reason="length" if gen.finish_reason == "length" else "stop",
                 usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(gen.token_ids)},
-                logprobs=token_logprobs(tokenizer, gen),
+                logprobs=token_logprobs(tokenizer, gen) if options.logprobs else None,
             )
-            answers.append((text, reply))
-        ledger.record_text(gens[0], answers[0][0])
-        self.traj.final_answer = answers[0][0]
-        return answers
+            for k, gen in enumerate(gens)
+        ]
+        ledger.record_text(gens[0], replies[0].content)
+        self.traj.final_answer = replies[0].content
+        return replies
 
     async def _generate(
         self, prompt_ids: list[int], sampling: SamplingParams, options: CallOptions

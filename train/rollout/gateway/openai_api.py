@@ -90,7 +90,13 @@ class CompletionRequest(_Request):
     echo: Literal[False] = False
 
     def options(self) -> CallOptions:
-        return CallOptions(max_tokens=self.max_tokens, stop=self.stops(), seed=self.seed, n=self.n)
+        return CallOptions(
+            max_tokens=self.max_tokens,
+            stop=self.stops(),
+            seed=self.seed,
+            n=self.n,
+            logprobs=bool(self.logprobs),
+        )
 
 
 def parse(model: type[_Request], body: Any) -> Any:
@@ -174,17 +180,17 @@ def chat_chunks(reply: Reply, model: str, include_usage: bool) -> list[dict[str,
     return chunks
 
 
-def text_completion(replies: list[tuple[str, Reply]], model: str, completion_id: str) -> dict[str, Any]:
-    """A `text_completion` from (text, reply) per choice."""
+def text_completion(replies: list[Reply], model: str) -> dict[str, Any]:
+    """A `text_completion` from a reply per choice."""
     return {
-        "id": f"cmpl-{completion_id}",
+        "id": f"cmpl-{replies[0].id}",
         "object": "text_completion",
         "created": int(time.time()),
         "model": model,
         "choices": [
             {
                 "index": k,
-                "text": text,
+                "text": reply.content,
                 "finish_reason": reply.finish_reason,
                 "logprobs": None
                 if reply.logprobs is None
@@ -195,7 +201,7 @@ def text_completion(replies: list[tuple[str, Reply]], model: str, completion_id:
                     "text_offset": None,
                 },
             }
-            for k, (text, reply) in enumerate(replies)
+            for k, reply in enumerate(replies)
         ],
-        "usage": _usage([reply for _, reply in replies]),
+        "usage": _usage(replies),
     }

@@ -176,13 +176,10 @@ class Gateway:
             req: CompletionRequest = openai_api.parse(CompletionRequest, body)
             if req.stream:
                 raise RequestError("stream: text completions are answered whole; leave it out", "stream")
-            answers = await session.run(
+            replies = await session.run(
                 session.endpoint.complete_text(req.prompt, session.agent, req.options())
             )
-            if not req.logprobs:
-                for _, reply in answers:
-                    reply.logprobs = None
-            return JSONResponse(openai_api.text_completion(answers, req.model, answers[0][1].id))
+            return JSONResponse(openai_api.text_completion(replies, req.model))
 
         return await self._answer(request, handle)
 
