@@ -98,7 +98,10 @@ async def agent_main(calls: int, client: str) -> None:
 
     while line := await loop.run_in_executor(None, sys.stdin.readline):
         message = json.loads(line)
-        if message["type"] == "turn":
+        if message["type"] == "hello":  # the trainer's handshake (rollout/gateway/process_agent.py)
+            sys.stdout.write(json.dumps({"type": "ready", "protocol": 1}) + "\n")
+            sys.stdout.flush()
+        elif message["type"] == "turn":
             task = asyncio.ensure_future(answer(message))
             running.add(task)
             task.add_done_callback(running.discard)

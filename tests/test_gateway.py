@@ -13,12 +13,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gateway_support import SDKAgent
 from openai import AsyncOpenAI, BadRequestError
 
 from aworld_train.agents.calculator import FEW_SHOT, mcp_config
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.driver import AgentRole
 from aworld_train.rollout.episode import Episode
 from aworld_train.rollout.gateway.process_agent import ProcessAgent
 from aworld_train.rollout.gateway.server import gateway
@@ -80,38 +80,6 @@ async def test_a_plain_openai_sdk_loop_in_a_subprocess_yields_the_same_samples(
     assert outside.status == "ok", outside.error
     assert outside.reward == 1.0 and outside.final_answer == "The answer is 1776."
     assert [s.to_dict() for s in outside.segments] == [s.to_dict() for s in inside.segments]
-
-
-class SDKAgent:
-    """An agent driver whose every turn is `body(client, text, session)`: the `openai` SDK called
-    from the test against the episode's gateway session."""
-
-    mcp_config: dict = {}
-
-    def __init__(self, body) -> None:
-        self.body = body
-
-    def roles(self) -> list[AgentRole]:
-        return [AgentRole("sdk_agent")]
-
-    def start(self, endpoint, episode_id, task, max_turns):
-        return SDKRun(self.body, endpoint)
-
-
-class SDKRun:
-    def __init__(self, body, endpoint) -> None:
-        self.body, self.endpoint, self.session = body, endpoint, None
-
-    async def turn(self, user_turn: int, text: str) -> str | None:
-        if self.session is None:
-            self.session = gateway().open(self.endpoint, "sdk_agent")
-        client = AsyncOpenAI(base_url=self.session.base_url, api_key=self.session.token, max_retries=0)
-        await self.body(client, text, self.session)
-        return None
-
-    async def release(self) -> None:
-        if self.session is not None:
-            gateway().close(self.session)
 
 
 TOOLS = [
@@ -377,6 +345,9 @@ async def test_concurrent_episodes_share_one_agent_process(
 
 async def test_a_call_in_flight_when_its_episode_ends_gets_410_and_later_calls_404():
     class Hanging:  # an episode that has ended: it never answers again
+        def check_call(self, *args, **kwargs) -> None:
+            pass
+
         async def complete(self, *args, **kwargs):
             await asyncio.Event().wait()
 

@@ -1,5 +1,6 @@
 """The agent's side of the trainer's JSON-lines protocol, shared by this folder's agents (plain
-Python: no aworld-train). `serve(run_turn)` reads a turn per stdin line, runs
+Python: no aworld-train). `serve(run_turn)` answers the trainer's hello line with a ready line
+once the agent is loaded (the trainer sends no turn before it), reads a turn per stdin line, runs
 `run_turn(turn, state)` for each concurrently (`state`: a dict kept per episode until its "end"
 line), and writes each turn's answer, or its error, as one stdout line. An "end" line cancels the
 episode's turns still running: the trainer answers no more of its calls, and a client left to retry
@@ -15,6 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 RunTurn = Callable[[dict[str, Any], dict[str, Any]], Awaitable[str]]
+PROTOCOL = 1
+
+
+def write(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")  # one whole line per write: answers never interleave
+    sys.stdout.flush()
 
 
 async def serve(run_turn: RunTurn) -> None:
@@ -28,12 +35,14 @@ async def serve(run_turn: RunTurn) -> None:
             reply["answer"] = await run_turn(turn, episodes.setdefault(turn["episode_id"], {}))
         except Exception as exc:  # reported to the trainer, which ends the episode as an error
             reply["error"] = f"{type(exc).__name__}: {exc}"
-        sys.stdout.write(json.dumps(reply) + "\n")  # one whole line per write: answers never interleave
-        sys.stdout.flush()
+        write(reply)
 
     while line := await loop.run_in_executor(None, sys.stdin.readline):  # "" once the trainer is gone
         message = json.loads(line)
-        episode = message["episode_id"]
+        if message["type"] == "hello":
+            write({"type": "ready", "protocol": PROTOCOL})
+            continue
+        episode = message.get("episode_id")
         if message["type"] == "turn":
             task = asyncio.ensure_future(answer(message))
             running.setdefault(episode, set()).add(task)

@@ -45,6 +45,18 @@ class CallOptions:
     logprobs: bool = False
 
 
+class CallRefused(ValueError):
+    """A call an episode cannot take, found before any of it is tokenized: a prompt the run's
+    token budget cannot hold, token ids outside the vocabulary. The gateway answers it with
+    `status` (naming `param`) and the episode goes on; a call made in-process ends the episode."""
+
+    def __init__(
+        self, message: str, param: str | None, status: int = 400, kind: str = "invalid_request_error"
+    ):
+        super().__init__(message)
+        self.param, self.status, self.kind = param, status, kind
+
+
 @dataclass(frozen=True)
 class AgentRole:
     """What an episode needs to know of one agent a driver runs."""
@@ -75,6 +87,17 @@ class LLMEndpoint(Protocol):
 
     def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
         """Keep a reward the agent reported for the episode (the reward function may read it)."""
+        ...
+
+    def check_call(
+        self,
+        agent: str = "",
+        messages: list[dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: str | list[int] | None = None,
+    ) -> None:
+        """Raise CallRefused for a call (chat `messages` and `tools`, or a text `prompt`) the episode
+        cannot take; cheap, and safe from any thread (it reads no episode state)."""
         ...
 
 

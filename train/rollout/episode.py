@@ -25,16 +25,28 @@ from aworld_train.errors import RewardError
 from aworld_train.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
 from aworld_train.rollout.agent_endpoint import ExternalAgent
 from aworld_train.rollout.chat import content_text
-from aworld_train.rollout.driver import AgentDriver, AgentRole, AgentRun, CallOptions, Reply, Reward
+from aworld_train.rollout.driver import (
+    AgentDriver,
+    AgentRole,
+    AgentRun,
+    CallOptions,
+    CallRefused,
+    Reply,
+    Reward,
+)
 from aworld_train.rollout.ledger import TokenLedger
 from aworld_train.rollout.parsers.base import ParseResult
 from aworld_train.rollout.policy import Generation, SamplingParams, derive_seed
+from aworld_train.rollout.prompt_bounds import least_tokens, longest_token_chars, message_chars
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.runtime import RolloutRuntime
 from aworld_train.rollout.tool_parser import get_parser
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
+# a call whose text is longer is tokenized on a thread: tokenizing 20k characters takes some 15 ms
+# (the tokenizer releases the GIL), more than the hop costs, and the episode's loop serves others
+_THREAD_CHARS = 20_000
 
 
 class _Ended(Exception):
@@ -60,6 +72,11 @@ class Episode:
         self.id = episode_id or uuid.uuid4().hex
         self.roles = {role.name: role for role in agent.roles()}
         self.ledgers: dict[str, TokenLedger] = {}  # by agent, in the order they first called
+        # held by a call from its prompt to its record: calls of one agent that overlap (parallel
+        # calls of an agent framework, sub-agents sharing a client) take the ledger one at a time,
+        # so each call's sampled ids follow its own prompt; one whose messages do not extend the
+        # answer before it starts a segment of its own
+        self._ledger_locks: dict[str, asyncio.Lock] = {}
         self._external: dict[str, ExternalAgent] = {}  # agents answered by rollout.agent_endpoints
         self._callers: set[str] = set()  # agents that have called their LLM
         self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
@@ -155,6 +172,12 @@ class Episode:
             return await call()
         except asyncio.CancelledError:
             raise
+        except CallRefused as exc:
+            # the gateway refuses such calls before they get here (check_call): an in-process agent
+            # would be retried by its framework with the same prompt
+            status = "truncated" if exc.status == 413 else "error"
+            self._end(status, str(exc))
+            return await self._hold()
         except Exception as exc:
             # the agent's framework would retry (AWorld: with delays) and then report a generic
             # provider error: end the episode here, with the real cause.
@@ -164,6 +187,58 @@ class Episode:
     def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
         self.traj.reported_reward = float(reward)
         self.traj.reported_extras = dict(extras)
+
+    def check_call(
+        self,
+        agent: str = "",
+        messages: list[dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        prompt: str | list[int] | None = None,
+    ) -> None:
+        """CallRefused for a call whose text is longer than max_total_tokens could hold even at the
+        vocabulary's longest token (413), or whose token ids are outside the vocabulary (400)."""
+        tokenizer = self.runtime.renderer.tokenizer
+        budget = self.cfg.max_total_tokens
+        if isinstance(prompt, list):
+            vocabulary = len(tokenizer)
+            bad = next((i for i, t in enumerate(prompt) if not 0 <= t < vocabulary), None)
+            if bad is not None:
+                raise CallRefused(
+                    f"prompt[{bad}]: token id {prompt[bad]} is outside the vocabulary (0 to {vocabulary - 1}): "
+                    "send ids of this run's tokenizer",
+                    f"prompt[{bad}]",
+                )
+            if len(prompt) > budget:
+                raise CallRefused(
+                    f"the prompt has {len(prompt)} token ids, over rollout.max_total_tokens={budget}: shorten it",
+                    "prompt",
+                    413,
+                    "request_too_large",
+                )
+            return
+        chars, field = (
+            (len(prompt), "prompt")
+            if isinstance(prompt, str)
+            else (message_chars(messages or []), "messages")
+        )
+        if least_tokens(chars, tokenizer) > budget:
+            raise CallRefused(
+                f"{field}: {chars} characters, at least {least_tokens(chars, tokenizer)} tokens (no token "
+                f"of this vocabulary is longer than {longest_token_chars(tokenizer)} characters), over "
+                f"rollout.max_total_tokens={budget}: shorten the conversation",
+                field,
+                413,
+                "request_too_large",
+            )
+
+    async def _tokenized(self, chars: int, render, *args) -> list[int]:
+        """`render(*args)`, on a thread when the text is long (the loop serves other episodes)."""
+        if chars > _THREAD_CHARS:
+            return await asyncio.to_thread(render, *args)
+        return render(*args)
+
+    def _ledger_lock(self, role: AgentRole) -> asyncio.Lock:
+        return self._ledger_locks.setdefault(role.name, asyncio.Lock())
 
     def _role(self, agent: str) -> AgentRole:
         if not agent:
@@ -199,9 +274,20 @@ class Episode:
             return await self._hold()
         if role.name in self.cfg.agent_endpoints:
             return await self._complete_elsewhere(messages, tools, role)
+        self.check_call(role.name, messages=messages, tools=tools)
+        async with self._ledger_lock(role):
+            return await self._complete_in_ledger(messages, tools, role, options)
+
+    async def _complete_in_ledger(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        role: AgentRole,
+        options: CallOptions,
+    ) -> Reply:
         ledger = self._ledger(role)
         first_prompt = not ledger.segments
-        prompt_ids = ledger.prompt(messages, tools)
+        prompt_ids = await self._tokenized(message_chars(messages), ledger.prompt, messages, tools)
         turn = self.traj.num_turns
         gens = await self._sample(ledger, prompt_ids, first_prompt, role, options)
         if gens is None:
@@ -282,9 +368,17 @@ class Episode:
         if self._turn_calls > self.cfg.max_turns:
             self._end("max_turns")
             return await self._hold()
+        self.check_call(role.name, prompt=prompt)
+        async with self._ledger_lock(role):
+            return await self._complete_text_in_ledger(prompt, role, options)
+
+    async def _complete_text_in_ledger(
+        self, prompt: str | list[int], role: AgentRole, options: CallOptions
+    ) -> list[Reply]:
         ledger = self._ledger(role)
         first_prompt = not ledger.segments
-        prompt_ids = ledger.text_prompt(prompt)
+        chars = len(prompt) if isinstance(prompt, str) else 0
+        prompt_ids = await self._tokenized(chars, ledger.text_prompt, prompt)
         turn = self.traj.num_turns
         gens = await self._sample(ledger, prompt_ids, first_prompt, role, options)
         if gens is None:

@@ -1,16 +1,27 @@
 """OpenAI's chat and text completion shapes, as the gateway reads and writes them.
 
-A request is checked field by field before any policy call, and a field the gateway cannot honour
-is refused with its name (a silently ignored `tool_choice` would train a policy on prompts the
-agent never meant). An episode's `Reply` becomes a `chat.completion`, or the chunks of a stream.
+A request is checked field by field before any policy call, its messages and tools against
+pydantic models of OpenAI's shapes, and a field the gateway cannot honour is refused with its name
+(a silently ignored `tool_choice` would train a policy on prompts the agent never meant; a message
+without a role would break the episode's chat template). An episode's `Reply` becomes a
+`chat.completion`, or the chunks of a stream.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import pydantic_core
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
 from aworld_train.rollout.driver import CallOptions, Reply
 
@@ -23,6 +34,68 @@ class RequestError(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class _Shape(BaseModel):
+    # what OpenAI's API allows beyond the fields read here (name, refusal, ...) travels on as given
+    model_config = ConfigDict(extra="allow")
+
+
+Content = str | list[dict[str, Any]]  # text, or OpenAI's content parts
+
+
+class _Function(_Shape):
+    name: str
+    arguments: str | dict[str, Any]
+
+
+class _ToolCall(_Shape):
+    id: str
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+class _SystemMessage(_Shape):
+    role: Literal["system", "developer"]
+    content: Content
+
+
+class _UserMessage(_Shape):
+    role: Literal["user"]
+    content: Content
+
+
+class _AssistantMessage(_Shape):
+    role: Literal["assistant"]
+    content: Content | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _ToolMessage(_Shape):
+    role: Literal["tool"]
+    content: Content
+    tool_call_id: str
+
+
+ChatMessage = Annotated[
+    _SystemMessage | _UserMessage | _AssistantMessage | _ToolMessage, Field(discriminator="role")
+]
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class _ToolFunction(_Shape):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class _Tool(_Shape):
+    type: Literal["function"]
+    function: _ToolFunction
+
+
+_MESSAGES = TypeAdapter(list[ChatMessage])
+_TOOLS = TypeAdapter(list[_Tool] | None)
 
 
 class _Request(BaseModel):
@@ -55,8 +128,8 @@ class _Request(BaseModel):
 
 
 class ChatRequest(_Request):
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)  # checked as ChatMessage by `parse`
+    tools: list[dict[str, Any]] | None = None  # checked as OpenAI's function tools by `parse`
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -72,6 +145,19 @@ class ChatRequest(_Request):
                 "will when deployed; a forced choice would train on prompts the template never shows"
             )
         return value
+
+    def check_shapes(self) -> None:
+        """Each message and tool against OpenAI's shapes (RequestError naming the first bad field);
+        a `developer` message is the system message of OpenAI's newer models."""
+        try:
+            _MESSAGES.validate_python(self.messages)
+        except ValidationError as exc:
+            raise _first_error(exc, "messages") from None
+        try:
+            _TOOLS.validate_python(self.tools)
+        except ValidationError as exc:
+            raise _first_error(exc, "tools") from None
+        self.messages = [{**m, "role": "system"} if m["role"] == "developer" else m for m in self.messages]
 
     def options(self) -> CallOptions:
         return CallOptions(
@@ -99,16 +185,62 @@ class CompletionRequest(_Request):
         )
 
 
-def parse(model: type[_Request], body: Any) -> Any:
+class RewardReport(BaseModel):
+    """`POST <base_url>/reward`: the reward an agent reports for its episode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reward: FiniteFloat  # NaN, Infinity and 1e309 (read as infinity) are refused where they arrive
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+
+# pydantic's JSON parser refuses nesting deeper than this (Python's json module raises
+# RecursionError near 1000 instead); no OpenAI request nests nearly so deep
+MAX_JSON_DEPTH = 200
+
+
+def read_json(raw: bytes) -> Any:
+    """A request body's JSON, or RequestError: not JSON, or nested deeper than MAX_JSON_DEPTH.
+    NaN and Infinity (which Python's json writes) are read, and refused by the field they reach."""
+    try:
+        return pydantic_core.from_json(raw, allow_inf_nan=True)
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise RequestError(
+                f"the request body nests deeper than {MAX_JSON_DEPTH} levels ({exc}): flatten it"
+            ) from None
+        raise RequestError(f"the request body is not JSON ({exc}): send one JSON object") from None
+
+
+def parse(model: type[BaseModel], body: Any) -> Any:
     """A request of `model` from a JSON body, or RequestError naming the first bad field."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     try:
-        return model.model_validate(body)
+        request = model.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise RequestError(f"{field}: {first['msg']}", field) from None
+        raise _first_error(exc) from None
+    if isinstance(request, ChatRequest):
+        request.check_shapes()
+    return request
+
+
+def _first_error(exc: ValidationError, prefix: str | None = None) -> RequestError:
+    """The first of pydantic's errors as a RequestError whose `param` is the field's dotted path
+    (a message's role, which pydantic adds to the path of its fields, left out)."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"] if p not in ROLES]
+    kind = first["type"]
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        loc.append("role")
+        got = first.get("input", {}).get("role") if isinstance(first.get("input"), dict) else None
+        message = (
+            f"{got!r} is not a role OpenAI's API knows" if got is not None else "every message needs a role"
+        ) + f": use one of {', '.join(ROLES)}"
+    else:
+        message = first["msg"]
+    field = ".".join([*([prefix] if prefix else []), *loc]) or None
+    return RequestError(f"{field}: {message}" if field else message, field)
 
 
 def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict:

@@ -4,10 +4,16 @@
 process per trainer process (per rollout worker, per verl agent-loop worker), which serves every
 episode there. The trainer speaks to it in JSON lines:
 
-  to its stdin, per user turn:  {"type": "turn", "episode_id", "user_turn", "text", "base_url",
+  to its stdin, once at start:  {"type": "hello", "protocol": 1}
+  per user turn:                {"type": "turn", "episode_id", "user_turn", "text", "base_url",
                                  "api_key", "model", "task": {"id", "system", "extra_info"}}
   and when an episode ends:     {"type": "end", "episode_id"}
-  from its stdout, per turn:    {"episode_id", "user_turn", "answer": "..."}  or  {..., "error": "..."}
+  from its stdout, once ready:  {"type": "ready", "protocol": 1}
+  per turn:                     {"episode_id", "user_turn", "answer": "..."}  or  {..., "error": "..."}
+
+No turn is sent before the process answers the hello line within `start_timeout_s`; the trainer
+holds this handshake once before any model loads (`check_starts`), so a command that does not
+start, exits, or does not speak the protocol is refused with its exit code and last log lines.
 
 `base_url` and `api_key` are the episode's gateway session: the agent points any OpenAI client at
 them (AWorld's stock `openai` provider, the `openai` SDK, another language's client). Other stdout
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -36,6 +43,7 @@ from aworld_train.rollout.trajectory import Task
 from aworld_train.validation import SpecFile
 
 _LOG_TAIL = 20
+PROTOCOL = 1  # the JSON-lines protocol's version, in the hello and ready lines
 
 
 class ProcessAgent(SpecFile):
@@ -56,7 +64,19 @@ class ProcessAgent(SpecFile):
     few_shot: list[dict[str, Any]] = Field(
         default_factory=list, description="example chat turns placed after the system message of every prompt"
     )
-    gateway_host: str = Field("127.0.0.1", description="where the gateway listens: loopback unless set")
+    gateway_host: str = Field(
+        "127.0.0.1",
+        description="where the gateway listens: loopback unless set; 0.0.0.0 (every interface) exposes "
+        "the sessions to the network, each still behind its bearer token",
+    )
+    gateway_url_host: str | None = Field(
+        None,
+        description="the host the sessions' base_url names (default: gateway_host; for 0.0.0.0 this "
+        "machine's address): the name a container or another node dials",
+    )
+    start_timeout_s: float = Field(
+        60.0, gt=0, description="how long the process may take to answer the trainer's hello line"
+    )
     log_dir: str | None = Field(
         None, description="where the agent process's log goes (default: a temp folder)"
     )
@@ -87,14 +107,16 @@ class ProcessAgent(SpecFile):
 class AgentProcess:
     """One running agent process and the turns it owes; lives on the gateway's event loop."""
 
-    def __init__(self, spec: ProcessAgent) -> None:
+    def __init__(self, spec: ProcessAgent, environ: dict[str, str] | None = None) -> None:
         self.spec = spec
+        self.environ = environ  # the environment its process starts in (default: this process's)
         self.proc: asyncio.subprocess.Process | None = None
         self.waiting: dict[tuple[str, int], asyncio.Future] = {}
         self.tail: collections.deque[str] = collections.deque(maxlen=_LOG_TAIL)
         self.log_path: Path | None = None
         self.starts = 0
         self._starting: asyncio.Lock | None = None  # made on the gateway's loop
+        self._ready: asyncio.Future | None = None  # the ready line of the process last started
 
     async def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send one turn; its answer line."""
@@ -129,7 +151,8 @@ class AgentProcess:
         folder.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         self.log_path = folder / f"aworld-train-agent-{spec.name}-{os.getpid()}-{self.starts}.log"
-        env = {**os.environ, **{k: resolve_env_refs(v) for k, v in spec.env.items()}}
+        base = dict(os.environ if self.environ is None else self.environ)
+        env = {**base, **{k: resolve_env_refs(v, base) for k, v in spec.env.items()}}
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *spec.command,
@@ -146,8 +169,29 @@ class AgentProcess:
             ) from None
         log = self.log_path.open("a", encoding="utf-8")
         proc = self.proc
+        self._ready = asyncio.get_running_loop().create_future()
         asyncio.ensure_future(self._read_answers(proc, log))
         asyncio.ensure_future(self._read_log(proc.stderr, log))
+        await self._handshake(proc)
+
+    async def _handshake(self, proc: asyncio.subprocess.Process) -> None:
+        """Send the hello line and wait for the ready line; RuntimeError with the reason otherwise."""
+        with contextlib.suppress(ConnectionError):  # it exited already: _read_answers says how
+            await self._send({"type": "hello", "protocol": PROTOCOL})
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.spec.start_timeout_s)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise RuntimeError(
+                f"agent {self.spec.name!r}: its process ({shlex.join(self.spec.command)}) did not answer the "
+                f'trainer\'s hello line with {{"type": "ready", "protocol": {PROTOCOL}}} within '
+                f"{self.spec.start_timeout_s:g}s (log {self.log_path}); its last lines: {self._tail()}. The "
+                "agent must speak the JSON-lines protocol (examples/calculator_gateway/turns.py does), or "
+                "raise start_timeout_s if it starts slowly"
+            ) from None
+
+    def _tail(self) -> str:
+        return " | ".join(self.tail) or "(none)"
 
     def _log(self, log, line: str) -> None:
         self.tail.append(line)
@@ -159,22 +203,34 @@ class AgentProcess:
             self._log(log, raw.decode(errors="replace").rstrip("\n"))
 
     async def _read_answers(self, proc: asyncio.subprocess.Process, log) -> None:
+        ready = self._ready
         async for raw in proc.stdout:
             line = raw.decode(errors="replace").strip()
-            answer = _answer(line)
-            if answer is None:
+            message = _message(line)
+            if message is None:
                 self._log(log, line)  # the agent's own prints
-                continue
-            future = self.waiting.get((str(answer.get("episode_id")), answer.get("user_turn", 0)))
-            if future is not None and not future.done():
-                future.set_result(answer)
+            elif message.get("type") == "ready":
+                if ready is not None and not ready.done():
+                    ready.set_result(message)
+            else:
+                future = self.waiting.get((str(message.get("episode_id")), message.get("user_turn", 0)))
+                if future is not None and not future.done():
+                    future.set_result(message)
         code = await proc.wait()
         await asyncio.sleep(0.05)  # let the last stderr lines arrive
         log.close()
+        started = ready is not None and ready.done() and not ready.exception()
         why = (
-            f"agent process {shlex.join(self.spec.command)} exited with code {code} "
-            f"(log {self.log_path}); its last lines: " + " | ".join(self.tail)
+            f"agent process {shlex.join(self.spec.command)} exited with code {code}"
+            + ("" if started else " before it answered the hello line")
+            + f" (log {self.log_path}); its last lines: {self._tail()}"
         )
+        if ready is not None and not ready.done():
+            ready.set_exception(
+                RuntimeError(
+                    f"agent {self.spec.name!r}: {why}. Fix `command`, or run it by hand to see why it stops"
+                )
+            )
         for future in list(self.waiting.values()):
             if not future.done():
                 future.set_exception(RuntimeError(why))
@@ -188,14 +244,33 @@ class AgentProcess:
                 self.proc.kill()
 
 
-def _answer(line: str) -> dict[str, Any] | None:
+def _message(line: str) -> dict[str, Any] | None:
+    """A protocol line (the ready line, or an answer naming its episode), or None for other prints."""
     if not line.startswith("{"):
         return None
     try:
         data = json.loads(line)
     except json.JSONDecodeError:
         return None
-    return data if isinstance(data, dict) and "episode_id" in data else None
+    if not isinstance(data, dict) or not ("episode_id" in data or data.get("type") == "ready"):
+        return None
+    return data
+
+
+def check_starts(spec: ProcessAgent, environ: dict[str, str] | None = None) -> None:
+    """Start the agent's process once (in `environ`), hold the handshake and stop it: RuntimeError
+    with the reason (it did not start, exited, or did not answer) before anything else of a run starts."""
+
+    async def trial() -> None:
+        process = AgentProcess(spec, environ)
+        try:
+            await process._ensure_running()
+        finally:
+            await process.stop()
+
+    # on a thread of its own: the caller may be inside an event loop already (a notebook)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, trial()).result()
 
 
 _PROCESSES: dict[tuple[int, str], AgentProcess] = {}  # by (gateway, spec as JSON)
@@ -213,7 +288,7 @@ class ProcessRun:
 
     def __init__(self, spec: ProcessAgent, endpoint: LLMEndpoint, episode_id: str, task: Task) -> None:
         self.spec, self.endpoint, self.episode_id, self.task = spec, endpoint, episode_id, task
-        self.gateway = gateway(spec.gateway_host)
+        self.gateway = gateway(spec.gateway_host, spec.gateway_url_host)
         self.process = agent_process(spec, self.gateway)
         self.session: Session | None = None
 

@@ -1,20 +1,29 @@
 """The gateway's HTTP server: OpenAI's chat and text completions, one session per episode.
 
-One gateway per process, on a thread of its own with its own event loop, so that it outlives
-the event loop of any one batch (the local backend runs each batch under its own `asyncio.run`)
-and serves the episodes of every loop in the process. A session is an episode's agent seen from
-outside: its base URL (`http://HOST:PORT/sessions/<id>/v1`, the id unguessable) and its bearer
-token. A request runs the episode's own `complete` on the episode's event loop, the one code
-path our in-process AWorld provider also calls, so both keep the ledger the same way.
+One gateway per process and listening address, on a thread of its own with its own event loop, so
+that it outlives the event loop of any one batch (the local backend runs each batch under its own
+`asyncio.run`) and serves the episodes of every loop in the process. A session is an episode's
+agent seen from outside: its base URL (`http://HOST:PORT/sessions/<id>/v1`, the id unguessable)
+and its bearer token. A request runs the episode's own `complete` on the episode's event loop, the
+one code path our in-process AWorld provider also calls, so both keep the ledger the same way.
+
+Every request is answered within a bounded time: a body over MAX_BODY_BYTES is refused (413) by
+Starlette's own limit, from its Content-Length before it is read (Starlette's plain-text answer),
+or as soon as a chunked body runs over (our JSON answer); a body that does not arrive
+within BODY_TIMEOUT_S is refused (408: uvicorn bounds the wait between requests, not a body's);
+a prompt that cannot fit the run's token budget is refused (413) before it is tokenized; a call
+of an episode that ends is answered 410, and one of a session that ended 404.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ipaddress
 import json
 import os
 import secrets
+import socket
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -22,13 +31,24 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aworld_train.rollout.driver import LLMEndpoint
+from aworld_train.rollout.driver import CallRefused, LLMEndpoint
 from aworld_train.rollout.gateway import openai_api
-from aworld_train.rollout.gateway.openai_api import ChatRequest, CompletionRequest, RequestError
+from aworld_train.rollout.gateway.openai_api import (
+    ChatRequest,
+    CompletionRequest,
+    RequestError,
+    RewardReport,
+)
+
+# The largest request body: room for a 128k-token conversation as JSON; the run's token budget
+# bounds a prompt far more tightly, before tokenizing (Episode.check_call).
+MAX_BODY_BYTES = 8 * 2**20
+BODY_TIMEOUT_S = 30.0
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 class SessionEnded(Exception):
@@ -47,14 +67,21 @@ class Session:
     base_url: str = ""
     calls: set[concurrent.futures.Future] = field(default_factory=set)  # in flight on the episode's loop
     closed: bool = False
+    # registering a call and closing the session exclude each other: they run on different threads
+    # (the gateway's, the episode's), and a call registered after the close would never be answered
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     async def run(self, coro: Coroutine) -> Any:
         """`coro` on the episode's loop; SessionEnded if the episode ends before it returns."""
-        if self.closed:
-            coro.close()
-            raise SessionEnded
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        self.calls.add(future)
+        with self._guard:
+            try:
+                if self.closed:
+                    raise SessionEnded
+                future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            except (SessionEnded, RuntimeError):  # RuntimeError: the episode's loop is closed
+                coro.close()
+                raise SessionEnded from None
+            self.calls.add(future)
         try:
             return await asyncio.wrap_future(future)
         except (asyncio.CancelledError, concurrent.futures.CancelledError):
@@ -64,12 +91,29 @@ class Session:
         finally:
             self.calls.discard(future)
 
+    def close(self) -> None:
+        """No call is registered after this; those in flight are cancelled (answered 410)."""
+        with self._guard:
+            self.closed = True
+            calls = list(self.calls)
+        for call in calls:
+            call.cancel()
+
 
 class Gateway:
-    """The process's gateway server (`gateway()` gives it): sessions opened and closed by episodes."""
+    """A gateway server (`gateway()` gives the process's, one per listening address): sessions
+    opened and closed by episodes. `url_host` names the host in the sessions' base URLs."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        url_host: str | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+    ) -> None:
         self.sessions: dict[str, Session] = {}
+        self.max_body_bytes, self.body_timeout_s = max_body_bytes, body_timeout_s
         self.loop = asyncio.new_event_loop()
         self._server = uvicorn.Server(
             uvicorn.Config(self._app(), host=host, port=port, log_level="warning", lifespan="off")
@@ -79,8 +123,8 @@ class Gateway:
         self._thread.start()
         if not self._ready.wait(30) or not self._server.started:
             raise RuntimeError(f"the gateway did not start on {host}:{port}")
-        bound_host, bound_port = self._server.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host if host not in ('0.0.0.0', '::') else bound_host}:{bound_port}"
+        self.host, self.port = host, self._server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{_url_host(url_host or advertised_host(host))}:{self.port}"
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -114,21 +158,21 @@ class Gateway:
 
     def close(self, session: Session) -> None:
         """End the session: later requests get 404, calls in flight get 410."""
-        session.closed = True
         self.sessions.pop(session.id, None)
-        for call in list(session.calls):
-            call.cancel()
+        session.close()
 
     # -- HTTP -------------------------------------------------------------------------------
     def _app(self) -> Starlette:
         return Starlette(
+            max_body_size=self.max_body_bytes,  # refused from Content-Length before any of it is read
+            exception_handlers={413: self._too_large},
             routes=[
                 Route("/health", lambda _: JSONResponse({"ok": True, "sessions": len(self.sessions)})),
                 Route("/sessions/{sid}/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/sessions/{sid}/v1/completions", self._completions, methods=["POST"]),
                 Route("/sessions/{sid}/v1/models", self._models, methods=["GET"]),
                 Route("/sessions/{sid}/v1/reward", self._reward, methods=["POST"]),
-            ]
+            ],
         )
 
     def _session(self, request: Request) -> Session:
@@ -142,26 +186,40 @@ class Gateway:
             )
         return session
 
+    async def _too_large(self, request: Request, exc: Exception) -> Response:
+        message = (
+            f"the request body is over {self.max_body_bytes} bytes, more than any prompt of the run "
+            "can hold: shorten the conversation"
+        )
+        return JSONResponse(openai_api.error_body(message, "request_too_large"), 413)
+
     async def _answer(self, request: Request, handle) -> Response:
         try:
             session = self._session(request)
             try:
-                body = await request.json()
-            except json.JSONDecodeError as exc:
-                raise RequestError(f"the request body is not JSON: {exc}") from None
-            return await handle(session, body)
+                raw = await asyncio.wait_for(request.body(), self.body_timeout_s)
+            except asyncio.TimeoutError:
+                raise _HTTPError(
+                    408, f"the request body did not arrive within {self.body_timeout_s:g}s", "timeout"
+                ) from None
+            return await handle(session, openai_api.read_json(raw))
         except _HTTPError as exc:
             return JSONResponse(openai_api.error_body(exc.message, exc.kind), exc.status)
         except RequestError as exc:
             return JSONResponse(openai_api.error_body(str(exc), param=exc.param), 400)
+        except CallRefused as exc:
+            return JSONResponse(openai_api.error_body(str(exc), exc.kind, exc.param), exc.status)
         except SessionEnded:
             return JSONResponse(
                 openai_api.error_body("the episode ended: no more calls are answered", "episode_ended"), 410
             )
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody reads it
 
     async def _chat(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
             req: ChatRequest = openai_api.parse(ChatRequest, body)
+            session.endpoint.check_call(session.agent, messages=req.messages, tools=req.tools)
             reply = await session.run(
                 session.endpoint.complete(req.messages, req.tools, session.agent, req.options())
             )
@@ -176,6 +234,7 @@ class Gateway:
             req: CompletionRequest = openai_api.parse(CompletionRequest, body)
             if req.stream:
                 raise RequestError("stream: text completions are answered whole; leave it out", "stream")
+            session.endpoint.check_call(session.agent, prompt=req.prompt)
             replies = await session.run(
                 session.endpoint.complete_text(req.prompt, session.agent, req.options())
             )
@@ -193,15 +252,12 @@ class Gateway:
 
     async def _reward(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
-            reward = body.get("reward") if isinstance(body, dict) else None
-            if isinstance(reward, bool) or not isinstance(reward, int | float):
-                raise RequestError('send {"reward": <number>, "extras": {...}}', "reward")
-            extras = body.get("extras") or {}
-            if not isinstance(extras, dict):
-                raise RequestError("extras: give an object (or leave it out)", "extras")
+            if isinstance(body, dict) and isinstance(body.get("reward"), bool):
+                raise RequestError('reward: send a number, {"reward": 1.0, "extras": {...}}', "reward")
+            report_: RewardReport = openai_api.parse(RewardReport, body)
 
             async def report() -> None:
-                session.endpoint.report_reward(float(reward), extras)
+                session.endpoint.report_reward(report_.reward, report_.extras)
 
             await session.run(report())
             return JSONResponse({"ok": True})
@@ -224,23 +280,61 @@ def _stream(chunks: list[dict[str, Any]]) -> StreamingResponse:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-_GATEWAY: Gateway | None = None
+def advertised_host(host: str) -> str:
+    """The host a session's base URL names for a gateway listening on `host`: `host` itself, or for
+    a wildcard binding (0.0.0.0, ::) this machine's address, which an agent in a container or on
+    another node can dial (`0.0.0.0` is no address to connect to)."""
+    if host not in WILDCARD_HOSTS:
+        return host
+    family, probe = (socket.AF_INET6, "2001:db8::1") if host == "::" else (socket.AF_INET, "192.0.2.1")
+    try:
+        # a UDP socket's connect only picks the interface a packet to `probe` (a documentation
+        # address) would leave by: nothing is sent
+        with socket.socket(family, socket.SOCK_DGRAM) as probe_socket:
+            probe_socket.connect((probe, 9))
+            return probe_socket.getsockname()[0]
+    except OSError:  # no route out: the host's name, as its resolver knows it
+        return socket.gethostname()
+
+
+def _url_host(host: str) -> str:
+    try:
+        return f"[{host}]" if ipaddress.ip_address(host).version == 6 else host
+    except ValueError:
+        return host  # a name
+
+
+def is_local_address(host: str) -> str | None:
+    """None if a server can listen on `host` here (an address of this machine, or a wildcard); else why not."""
+    if host in WILDCARD_HOSTS:
+        return None
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.bind(address)
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+_GATEWAYS: dict[tuple[str, str | None], Gateway] = {}
 _LOCK = threading.Lock()
 
 
 def _forget_in_child() -> None:
     """A forked process (a rollout worker) has no gateway thread: it starts its own."""
-    global _GATEWAY, _LOCK
-    _GATEWAY, _LOCK = None, threading.Lock()
+    global _GATEWAYS, _LOCK
+    _GATEWAYS, _LOCK = {}, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def gateway(host: str = "127.0.0.1") -> Gateway:
-    """This process's gateway, started on first use (bound to `host`, loopback by default)."""
-    global _GATEWAY
+def gateway(host: str = "127.0.0.1", url_host: str | None = None) -> Gateway:
+    """This process's gateway on `host` (loopback by default), started on first use. Each listening
+    address has a gateway of its own: a session asked for on loopback never gets a wide one."""
     with _LOCK:
-        if _GATEWAY is None:
-            _GATEWAY = Gateway(host)
-        return _GATEWAY
+        key = (host, url_host)
+        if key not in _GATEWAYS:
+            _GATEWAYS[key] = Gateway(host, url_host=url_host)
+        return _GATEWAYS[key]

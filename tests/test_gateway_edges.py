@@ -1,0 +1,338 @@
+"""The gateway at its edges: concurrent calls each recorded after their own prompt, bounded
+requests, malformed bodies refused with their field, and calls racing their episode's end, all
+answered with a status (never 500, never none). Driven with the `openai` SDK and raw httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import re
+import threading
+import weakref
+
+import httpx
+import pytest
+from gateway_support import SDKAgent
+from openai import APIStatusError, AsyncOpenAI
+
+from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.episode import Episode
+from aworld_train.rollout.gateway.server import Gateway, advertised_host, gateway
+from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.rollout.trajectory import Task
+
+
+def tagged_policy(tokenizer, im_end) -> ScriptedPolicy:
+    """Answers "answer to <tag>" for the last `tag-...` of its prompt, after a pause that lets
+    concurrent calls overlap inside the episode."""
+
+    def reply(ids: list[int]) -> str:
+        return "answer to " + re.findall(r"tag-[\w-]+", tokenizer.decode(ids))[-1]
+
+    return ScriptedPolicy(tokenizer, reply, im_end, latency_s=0.002)
+
+
+def sampled(segment) -> list[int]:
+    return [t for t, m in zip(segment.response_ids, segment.response_mask, strict=True) if m]
+
+
+def own_segments(traj, calls: dict[str, list[dict]], tokenizer, im_end) -> None:
+    """Each call (by tag) has one segment: its prompt the call's own messages rendered, its sampled
+    ids the policy's answer to that prompt."""
+    renderer = ChatRenderer(tokenizer, tool_block="never")
+    by_prompt = {tuple(seg.prompt_ids): seg for seg in traj.segments}
+    assert len(by_prompt) == len(traj.segments) == len(calls)
+    for tag, messages in calls.items():
+        segment = by_prompt[tuple(renderer.render_prompt(messages, None, []))]
+        assert sampled(segment) == tokenizer.encode(f"answer to {tag}", add_special_tokens=False) + [im_end]
+
+
+async def concurrent_calls(client: AsyncOpenAI, tags: list[str]) -> dict[str, list[dict]]:
+    """One call per tag, all at once; each answer must name its own call's tag."""
+    calls = {tag: [{"role": "user", "content": f"Please answer {tag}."}] for tag in tags}
+    answers = await asyncio.gather(
+        *(client.chat.completions.create(model="m", messages=m) for m in calls.values())
+    )
+    assert [a.choices[0].message.content for a in answers] == [f"answer to {tag}" for tag in tags]
+    return calls
+
+
+async def test_concurrent_calls_on_one_session_each_train_after_their_own_prompt(
+    tokenizer, im_end, make_runtime
+):
+    """200 calls at once on one session, and 64 sessions with 4 calls at once each."""
+    policy = tagged_policy(tokenizer, im_end)
+    runtime = make_runtime(policy, max_turns=256, concurrency=64)
+    made: dict[str, dict] = {}
+
+    def agent(name: str, count: int) -> SDKAgent:
+        async def body(client: AsyncOpenAI, text: str, session) -> None:
+            made[name] = await concurrent_calls(client, [f"tag-{name}-{k}" for k in range(count)])
+
+        return SDKAgent(body)
+
+    crowd = await Episode(agent("crowd", 200), Task("c", ["Go."]), runtime).run()
+    assert crowd.status == "ok", crowd.error
+    own_segments(crowd, made["crowd"], tokenizer, im_end)
+
+    names = [f"s{i}" for i in range(64)]
+    trajs = await asyncio.gather(*(Episode(agent(n, 4), Task(n, ["Go."]), runtime).run() for n in names))
+    for name, traj in zip(names, trajs, strict=True):
+        assert traj.status == "ok", traj.error
+        own_segments(traj, made[name], tokenizer, im_end)
+
+
+async def test_a_call_that_extends_an_answer_still_extends_the_ledger_after_concurrent_ones(
+    tokenizer, im_end, make_runtime
+):
+    """Serialised calls keep the ledger's one-segment history for an agent that goes on from an
+    answer: the concurrent calls before it start their own segments, it extends the last one."""
+    policy = tagged_policy(tokenizer, im_end)
+
+    async def body(client: AsyncOpenAI, text: str, session) -> None:
+        await concurrent_calls(client, ["tag-a", "tag-b"])
+        history = [{"role": "user", "content": "Please answer tag-b."}]
+        history.append({"role": "assistant", "content": "answer to tag-b"})
+        history.append({"role": "user", "content": "And tag-c?"})
+        await client.chat.completions.create(model="m", messages=history)
+
+    traj = await Episode(SDKAgent(body), Task("x", ["Go."]), make_runtime(policy)).run()
+    assert traj.status == "ok", traj.error
+    assert len(traj.segments) == 2
+    last = traj.segments[-1]
+    assert tokenizer.decode(sampled(last)).count("answer to") == 2  # tag-b's answer, then tag-c's
+
+
+async def test_bad_requests_are_refused_with_their_field_and_the_episode_goes_on(
+    tokenizer, im_end, make_runtime
+):
+    policy = ScriptedPolicy(tokenizer, lambda ids: "ok", im_end)
+    got: dict[str, httpx.Response] = {}
+
+    async def body(client: AsyncOpenAI, text: str, session) -> None:
+        headers = {"Authorization": f"Bearer {session.token}", "Content-Type": "application/json"}
+        user = {"role": "user", "content": text}
+        chats = {
+            "no_role": {"messages": [{"content": "hi"}]},
+            "wizard": {"messages": [{"role": "wizard", "content": "hi"}]},
+            "tool_calls_not_a_list": {
+                "messages": [user, {"role": "assistant", "content": None, "tool_calls": {"id": "1"}}]
+            },
+            "tool_call_without_function": {
+                "messages": [user, {"role": "assistant", "tool_calls": [{"id": "1", "type": "function"}]}]
+            },
+            "tool_without_call_id": {"messages": [user, {"role": "tool", "content": "5"}]},
+            "message_not_an_object": {"messages": ["hi"]},
+            "tool_not_a_function": {"messages": [user], "tools": [{"type": "function"}]},
+        }
+        async with httpx.AsyncClient(base_url=session.base_url, headers=headers, timeout=30) as http:
+            for case, request in chats.items():
+                got[case] = await http.post("/chat/completions", json=request)
+            got["deep"] = await http.post("/chat/completions", content=b"[" * 10_000 + b"]" * 10_000)
+            got["not_json"] = await http.post("/chat/completions", content=b"{messages")
+            got["a_list"] = await http.post("/chat/completions", content=b"[]")
+            got["nan_temperature"] = await http.post(
+                "/chat/completions",
+                content=b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}',
+            )
+            for value in ("NaN", "Infinity", "-Infinity", "1e309", '"high"', "true"):
+                got[f"reward {value}"] = await http.post(
+                    "/reward", content=b'{"reward": %s}' % value.encode()
+                )
+            got["reward extras"] = await http.post("/reward", json={"reward": 1, "extras": [1]})
+            for ids in ([-1], [10**12], [1, len(tokenizer)]):
+                got[f"ids {ids}"] = await http.post("/completions", json={"prompt": ids})
+        await client.chat.completions.create(model="m", messages=[user])  # the episode goes on
+
+    traj = await Episode(SDKAgent(body), Task("b", ["Hi."]), make_runtime(policy)).run()
+    assert traj.status == "ok", traj.error
+    assert len(policy.prompts) == 1 and len(traj.segments) == 1  # no refused call reached the ledger
+    params = {case: (r.status_code, r.json()["error"]["param"]) for case, r in got.items()}
+    assert params == {
+        "no_role": (400, "messages.0.role"),
+        "wizard": (400, "messages.0.role"),
+        "tool_calls_not_a_list": (400, "messages.1.tool_calls"),
+        "tool_call_without_function": (400, "messages.1.tool_calls.0.function"),
+        "tool_without_call_id": (400, "messages.1.tool_call_id"),
+        "message_not_an_object": (400, "messages.0"),
+        "tool_not_a_function": (400, "tools.0.function"),
+        "deep": (400, None),
+        "not_json": (400, None),
+        "a_list": (400, None),
+        "nan_temperature": (400, "temperature"),
+        **{
+            f"reward {v}": (400, "reward")
+            for v in ("NaN", "Infinity", "-Infinity", "1e309", '"high"', "true")
+        },
+        "reward extras": (400, "extras"),
+        "ids [-1]": (400, "prompt[0]"),
+        "ids [1000000000000]": (400, "prompt[0]"),
+        f"ids [1, {len(tokenizer)}]": (400, "prompt[1]"),
+    }
+    messages = {case: r.json()["error"]["message"] for case, r in got.items()}
+    assert (
+        "'wizard' is not a role" in messages["wizard"]
+        and "system, developer, user, assistant, tool" in messages["wizard"]
+    )
+    assert "nests deeper than 200 levels" in messages["deep"]
+    assert "outside the vocabulary" in messages["ids [-1]"]
+    assert traj.reported_reward is None  # no refused reward was kept
+
+
+async def test_requests_beyond_the_bounds_are_refused_promptly_and_the_episode_goes_on(
+    tokenizer, im_end, make_runtime
+):
+    policy = ScriptedPolicy(tokenizer, lambda ids: "ok", im_end)
+    got: dict = {}
+
+    async def body(client: AsyncOpenAI, text: str, session) -> None:
+        user = {"role": "user", "content": text}
+        with pytest.raises(APIStatusError) as over_budget:  # 1 MB of text: beyond any 4096-token prompt
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x" * 2**20}]
+            )
+        got["budget"] = over_budget.value
+        with pytest.raises(APIStatusError) as over_body:  # 10 MB: beyond the body limit
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x" * 10 * 2**20}]
+            )
+        got["body"] = over_body.value
+        with pytest.raises(APIStatusError) as long_text:
+            await client.completions.create(model="m", prompt="x" * 2**20)
+        got["text"] = long_text.value
+        got["huge_length"] = await raw_post(session, b"", content_length=10 * 2**30)
+
+        async def chunks():  # no Content-Length: the limit counts what arrives
+            yield b'{"messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"x" * 2**20
+
+        headers = {"Authorization": f"Bearer {session.token}"}
+        async with httpx.AsyncClient(timeout=30) as http:
+            got["chunked"] = await http.post(
+                f"{session.base_url}/chat/completions", content=chunks(), headers=headers
+            )
+        await client.chat.completions.create(model="m", messages=[user])
+
+    traj = await Episode(SDKAgent(body), Task("s", ["Hi."]), make_runtime(policy)).run()
+    assert traj.status == "ok", traj.error
+    assert len(policy.prompts) == 1 and len(traj.segments) == 1
+    assert got["budget"].status_code == got["text"].status_code == got["body"].status_code == 413
+    assert "at least" in got["budget"].message and "rollout.max_total_tokens=4096" in got["budget"].message
+    assert got["budget"].body["param"] == "messages" and got["text"].body["param"] == "prompt"
+    assert (
+        got["chunked"].status_code == 413
+        and "over 8388608 bytes" in got["chunked"].json()["error"]["message"]
+    )
+    assert got["huge_length"].startswith(b"HTTP/1.1 413")  # from its Content-Length, nothing read
+
+
+async def raw_post(session, body: bytes, content_length: int, wait_s: float = 10) -> bytes:
+    """A POST whose Content-Length says `content_length` and whose body is `body` (maybe less): the
+    answer (head and body), which must come within `wait_s`."""
+    url = httpx.URL(session.base_url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    head = (
+        f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: {url.host}\r\n"
+        f"Authorization: Bearer {session.token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {content_length}\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    await writer.drain()
+    try:
+        async with asyncio.timeout(wait_s):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])
+            return head + await reader.readexactly(length)
+    finally:
+        writer.close()
+
+
+async def test_a_body_that_never_arrives_is_answered_408():
+    class Idle:
+        def check_call(self, *args, **kwargs) -> None:
+            pass
+
+    slow = Gateway(body_timeout_s=0.5)
+    session = slow.open(Idle())
+    answer = await raw_post(session, b'{"messages": ', content_length=100)
+    slow.close(session)
+    assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5s" in answer
+
+
+async def test_a_long_prompt_is_tokenized_off_the_episodes_loop(tokenizer, im_end, make_runtime, monkeypatch):
+    """Tokenizing a long prompt takes a while: the loop the episodes share goes on meanwhile."""
+    from aworld_train.rollout import ledger as ledger_module
+
+    threads: list[tuple[int, bool]] = []
+    render = ledger_module.TokenLedger.prompt
+
+    def watched(self, messages, tools):
+        threads.append((len(messages[-1]["content"]), threading.current_thread() is threading.main_thread()))
+        return render(self, messages, tools)
+
+    monkeypatch.setattr(ledger_module.TokenLedger, "prompt", watched)
+    policy = ScriptedPolicy(tokenizer, lambda ids: "ok", im_end)
+
+    async def body(client: AsyncOpenAI, text: str, session) -> None:
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "short"}])
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "word " * 5_000}]
+        )
+
+    traj = await Episode(
+        SDKAgent(body), Task("l", ["Hi."]), make_runtime(policy, max_total_tokens=8192)
+    ).run()
+    assert traj.status == "ok", traj.error
+    assert threads == [(5, True), (25_000, False)]
+
+
+class Ending:
+    """An episode that has ended: it answers no call again (the session's close answers them)."""
+
+    def check_call(self, *args, **kwargs) -> None:
+        pass
+
+    async def complete(self, *args, **kwargs):
+        await asyncio.Event().wait()
+
+
+async def test_calls_racing_their_sessions_close_are_all_answered_and_nothing_keeps_the_episode():
+    """Repeated often enough to land calls on every side of the close: each one is answered 410
+    (registered before the close) or 404 (after), and no ended episode stays referenced."""
+    gw = gateway()
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    statuses: list[int] = []
+    endpoints: list[weakref.ref] = []
+    async with httpx.AsyncClient(timeout=10) as http:
+        for _ in range(300):
+            endpoint = Ending()
+            session = gw.open(endpoint)
+            url = f"{session.base_url}/chat/completions"
+            headers = {"Authorization": f"Bearer {session.token}"}
+            calls = [asyncio.ensure_future(http.post(url, json=body, headers=headers)) for _ in range(3)]
+            await asyncio.sleep(random.uniform(0, 0.004))
+            gw.close(session)
+            answers = await asyncio.wait_for(asyncio.gather(*calls), 10)
+            statuses += [a.status_code for a in answers]
+            assert not session.calls
+            endpoints.append(weakref.ref(endpoint))
+            del endpoint, session
+    assert set(statuses) <= {404, 410} and 410 in statuses and 404 in statuses, sorted(set(statuses))
+    gc.collect()
+    assert sum(ref() is not None for ref in endpoints) == 0
+
+
+def test_a_wide_gateway_hands_out_a_dialable_url_and_loopback_stays_loopback():
+    wide = gateway("0.0.0.0")
+    loopback = gateway("127.0.0.1")
+    assert wide is not loopback
+    assert httpx.URL(loopback.url).host == "127.0.0.1"
+    host = httpx.URL(wide.url).host
+    assert host == advertised_host("0.0.0.0") and host not in ("0.0.0.0", "")
+    named = gateway("0.0.0.0", url_host="trainer.example")
+    assert httpx.URL(named.url).host == "trainer.example" and named is not wide
+    # the wide one serves on every interface: loopback reaches it too
+    health = httpx.get(f"http://127.0.0.1:{wide.port}/health", timeout=10)
+    assert health.json()["ok"] is True
