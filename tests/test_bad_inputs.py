@@ -37,6 +37,26 @@ def _a_file(tmp: Path) -> Path:
     return path
 
 
+def _process_agent(*command: str, **fields):
+    from aworld_train.rollout.gateway.process_agent import ProcessAgent
+
+    return ProcessAgent(name="outside", command=[sys.executable, *command], **fields)
+
+
+def _agent_of_its_own_class():
+    from aworld.agents.llm_agent import Agent
+    from aworld.config import AgentConfig
+
+    class MyAgent(Agent):
+        async def async_policy(self, *args, **kwargs):  # code a worker's rebuilt Agent would not have
+            return []
+
+    return MyAgent(name="mine", system_prompt="x", conf=AgentConfig(llm_provider="aworld_train"))
+
+
+SDK_AGENT = str(ROOT / "examples/calculator_gateway/sdk_agent.py")
+
+
 # (case, trainer arguments built from a tmp folder, error type, message pattern)
 CASES = [
     ("unknown backend", lambda t: {"config": {"backend": "vrl"}}, ConfigError, r"unknown backend 'vrl'"),
@@ -125,6 +145,100 @@ CASES = [
     ),
     ("reward lambda", lambda t: {"reward_func": lambda *a: 0.0}, RewardError, r"[Ll]ambda"),
     ("agent missing", lambda t: {"agent": "aworld_train.agents.calculator:nope"}, AgentSpecError, r"nope"),
+    (
+        "agent of a class of its own, alone",
+        lambda t: {"agent": _agent_of_its_own_class()},
+        AgentSpecError,
+        r"agent 'mine' is a .*MyAgent; the workers rebuild every agent .*its own code would be lost: "
+        r"build it as an Agent .*or run it in a process of its own",
+    ),
+    (
+        "process agent script missing",
+        lambda t: {"agent": _process_agent(str(t / "missing_agent.py"))},
+        AgentSpecError,
+        r"agent 'outside': agent process .* exited with code 2 before it answered the hello line .*"
+        r"missing_agent.py.*No such file.*Fix `command`",
+    ),
+    (
+        "process agent exits at once",
+        lambda t: {
+            "agent": _process_agent("-c", "import sys; print('no licence', file=sys.stderr); sys.exit(3)")
+        },
+        AgentSpecError,
+        r"exited with code 3 before it answered the hello line \(log .*\); its last lines: no licence",
+    ),
+    (
+        "process agent speaks no protocol",
+        lambda t: {
+            "agent": _process_agent(
+                "-c", "print('hello there'); import time; time.sleep(60)", start_timeout_s=1
+            )
+        },
+        AgentSpecError,
+        r"did not answer the trainer's hello line with \{\"type\": \"ready\", \"protocol\": 1\} within 1s "
+        r"\(log .*\); its last lines: hello there\. The agent must speak the JSON-lines protocol",
+    ),
+    (
+        "gateway_host not an address of this machine",
+        lambda t: {"agent": _process_agent(SDK_AGENT, gateway_host="192.0.2.7")},
+        AgentSpecError,
+        r"gateway_host '192.0.2.7' is not an address of this machine \(.*\): use 127.0.0.1 \(the default\), "
+        r"0.0.0.0 for every interface",
+    ),
+    (
+        "agent endpoint not a URL",
+        lambda t: {
+            "config": {"rollout": {"agent_endpoints": {"helper": {"base_url": "helper-host", "model": "m"}}}}
+        },
+        ConfigError,
+        r"'rollout.agent_endpoints.helper.base_url': 'helper-host' is not an http\(s\) URL with a host: give "
+        r"the endpoint's base URL",
+    ),
+    (
+        "literal API key not echoed",
+        lambda t: {
+            "config": {
+                "rollout": {
+                    "agent_endpoints": {
+                        "helper": {
+                            "base_url": "http://127.0.0.1:1/v1",
+                            "model": "m",
+                            "api_key": "sk-live-1234567",
+                        }
+                    }
+                }
+            }
+        },
+        ConfigError,
+        r"(?s)^(?!.*sk-live-1234567).*api_key': write the key as a \$\{ENV_VAR\} reference .*\(value not shown",
+    ),
+    (
+        "literal server secret not echoed",
+        lambda t: {"config": {"env": [{"name": "calculator", "env": {"API_TOKEN": "tok-9876543"}}]}},
+        ConfigError,
+        r"(?s)^(?!.*tok-9876543).*env.API_TOKEN holds a literal secret; write it as a reference",
+    ),
+    (
+        "ray_address not host:port",
+        lambda t: {"config": {"backend": "verl", "trainer": {"ray_address": "head-node"}}},
+        ConfigError,
+        r"'trainer.ray_address': 'head-node' is not a Ray address: give the head node's host:port",
+    ),
+    (
+        "reported reward of an in-process agent",
+        lambda t: {"reward_func": "aworld_train.rewards.reported:reported_reward"},
+        ConfigError,
+        r"reads the reward an agent process reports .* 'calculator_agent' runs in the trainer's process and "
+        r"never reports one: name a reward function that scores the trajectory, or run the agent as a ProcessAgent",
+    ),
+    (
+        "reward file raising at import",
+        lambda t: {
+            "reward_func": write(t / "judge.py", b"raise RuntimeError('judge unreachable')\n") + ":score"
+        },
+        RewardError,
+        r"importing '.*judge.py' raised RuntimeError: judge unreachable \(at .*judge.py, line 1\): fix the error there",
+    ),
 ]
 
 
@@ -290,6 +404,15 @@ CLI_CASES = [
     ("dtype_unknown", lambda t: ["run", CALC], r"AWORLD_TRAIN_DTYPE='fp8': use bfloat16, float32 or auto"),
     ("aworld_log_level_unknown", lambda t: ["run", CALC], r"AWORLD_TRAIN_AWORLD_LOG_LEVEL='LOUD' is not a log level; use one of"),
     ("toolbench_ratio", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", TOOLBENCH_QUERY), "--split", "--train_ratio", "1.5"], r"--train_ratio must be between 0 and 1"),
+    ("toolbench_not_a_list", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", '{"query": "q"}')], r"holds a dict, not a list of records with query, query_id and api_list: give a StableToolBench query file"),
+    ("toolbench_bad_record", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", "[1]")], r"record 0 is a int, not an object with query and api_list; fix that record or leave it out"),
+    ("config_key_twice", lambda t: ["run", _file(t, "twice.yaml", "rollout:\n  max_turns: 2\n  max_turns: 8\n")], r"is not valid YAML \(line 3, column 3: key 'max_turns' appears twice in one mapping \(line 2, then line 3\); keep one\): fix it there"),
+    ("agent_yaml_key_twice", lambda t: ["run", CALC, f"agent={_file(t, 'agent.yaml', 'name: a' + chr(10) + 'name: b' + chr(10))}"], r"agent YAML .* is not valid YAML \(line 2, column 1: key 'name' appears twice"),
+    ("swarm_names_twice", lambda t: ["run", CALC, f"agent={_file(t, 'team.yaml', 'name: t' + chr(10) + 'kind: workflow' + chr(10) + 'agents: [{name: a}, {name: a}]' + chr(10) + 'topology: [a]' + chr(10))}"], r"agent: agent names must be unique in a swarm; a appear twice: give each agent a name of its own$"),
+    ("ray_address_env", lambda t: ["run", VERL_CPU], r"RAY_ADDRESS \(read as trainer.ray_address\): 'head-node:ray' is not a Ray address: give the head node's host:port .*; or unset it"),
+    ("resume_without_checkpoint", lambda t: ["run", "--resume", CALC], r"--resume: .*checkpoints holds no checkpoint to continue from: run without --resume to start at step 0"),
+    ("eval_seeds_empty", lambda t: ["eval", CALC, f"trainer.run_dir={t}", "--seeds"], r"--seeds was given no value: list at least one, e.g. --seeds 0 1 2"),
+    ("eval_policy_url_unreachable", lambda t: ["eval", CALC, f"trainer.run_dir={t}", "--policy-url", "http://127.0.0.1:9/v1"], r"eval.policy_url \(--policy-url\), asked for model 'embedded:smollm2-135m': completions endpoint http://127.0.0.1:9/v1/completions did not answer .*; start that server, or fix the URL"),
 ]  # fmt: skip
 
 
@@ -315,6 +438,7 @@ def test_bad_input_on_the_command_line_is_one_line_and_exit_2(
     settings = {
         "dtype_unknown": ("AWORLD_TRAIN_DTYPE", "fp8"),
         "aworld_log_level_unknown": ("AWORLD_TRAIN_AWORLD_LOG_LEVEL", "LOUD"),
+        "ray_address_env": ("RAY_ADDRESS", "head-node:ray"),
     }
     if case in settings:
         monkeypatch.setenv(*settings[case])

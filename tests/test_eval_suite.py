@@ -209,6 +209,8 @@ def _scripted_answers(tokenizer, im_end):
     from aworld_train.env.calculator import evaluate
 
     def reply(model: str, ids: list[int], body: dict) -> Generation:
+        if len(ids) == 1:  # eval's probe of the endpoint before it starts anything
+            return Generation([im_end], [-0.1], "stop")
         question = re.findall(r"What is ([^?]+)\?", tokenizer.decode(ids))[-1]
         value = int(float(evaluate(question)))
         # "solver" is always right; "guesser" only where the answer is even
@@ -244,7 +246,10 @@ def test_eval_command_k4_two_checkpoints_writes_table_and_plot(tmp_path, tokeniz
     assert int(rows["solver"]["episodes"]) == 4 * 4 * 2
     assert (folder / "eval_plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(list(csv.DictReader(open(folder / "eval_seeds.csv")))) == 4
-    # one request per sample (one turn each); every sample of a seed has its own seed, the same for both models
+    # one probe per model first, then one request per sample (one turn each); every sample of a seed
+    # has its own seed, the same for both models
+    assert [(b["model"], b["prompt"]) for b in server.bodies[:2]] == [("solver", [0]), ("guesser", [0])]
+    del server.bodies[:2]
     assert len(server.bodies) == 4 * 4 * 2 * 2
     seeds = {m: [b["seed"] for b in server.bodies if b["model"] == m] for m in ("solver", "guesser")}
     assert len(set(seeds["solver"])) == 32 and set(seeds["solver"]) == set(seeds["guesser"])
@@ -253,27 +258,27 @@ def test_eval_command_k4_two_checkpoints_writes_table_and_plot(tmp_path, tokeniz
     assert len(lines) == 64 and {json.loads(x)["checkpoint"] for x in lines} == {"solver", "guesser"}
 
 
-def _eval_cli(tmp_path, policy_url: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "aworld_train.cli", "eval", CALC, "data.max_test=2",
-         f"trainer.run_dir={tmp_path}", "--policy-url", policy_url],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+def test_eval_against_a_policy_that_answers_in_text_is_refused_before_anything_starts(
+    tmp_path, tokenizer, im_end, monkeypatch, capsys
+):
+    """An endpoint that returns token text instead of ids (an unreachable one is in
+    test_bad_inputs.py's table): refused with the reason before any server starts or tokenizer loads."""
+    from aworld_train import cli, models
+    from aworld_train.env import launcher
 
+    def refuse(*args, **kwargs):
+        raise AssertionError("a server or tokenizer started before the endpoint was checked")
 
-def test_eval_against_a_policy_that_does_not_answer_fails_with_the_reason(tmp_path, tokenizer, im_end):
-    """A dead endpoint, or one that returns token text instead of ids: every episode fails for one
-    cause, so `eval` exits 1 and says why on stderr, after writing the trajectories."""
-    dead = _eval_cli(tmp_path / "dead", "http://127.0.0.1:9/v1")
-    assert dead.returncode == 1, dead.stderr[-3000:]
-    assert "aworld-train: error: every episode of smollm2-135m (seed 0) ended as 'error'" in dead.stderr
-    assert "http://127.0.0.1:9/v1/completions did not answer" in dead.stderr
-    assert len((tmp_path / "dead" / "eval_trajectories.jsonl").read_text().splitlines()) == 2
-
+    monkeypatch.setattr(launcher, "start_server", refuse)
+    monkeypatch.setattr(models, "load_tokenizer", refuse)
     server = FakeCompletionsServer(_scripted_answers(tokenizer, im_end), tokens_as_ids=False)
     try:
-        text = _eval_cli(tmp_path / "text", server.url)
+        code = cli.main(["eval", CALC, f"trainer.run_dir={tmp_path}", "--policy-url", server.url])
     finally:
         server.stop()
-    assert text.returncode == 1, text.stderr[-3000:]
-    assert "ended as 'error'" in text.stderr and "--return-tokens-as-token-ids" in text.stderr
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(
+        "aworld-train: error: eval.policy_url (--policy-url), asked for model 'embedded:smollm2-135m'"
+    )
+    assert "--return-tokens-as-token-ids" in err and len(server.bodies) == 1

@@ -96,37 +96,72 @@ def test_resume_continues_from_the_latest_checkpoint(trained, tmp_path, tiny_mod
     assert (run / "checkpoints" / "step_000003" / "trainer_state.pt").is_file()
 
 
-def test_a_run_whose_every_episode_fails_for_one_cause_stops_and_keeps_its_logs(tmp_path, tiny_model_dir):
+def test_a_reward_that_fails_on_every_episode_stops_the_run_at_that_step(tmp_path, tiny_model_dir):
     """A reward that is NaN everywhere: before, the run printed reward 0 and exited 0."""
     from aworld_train.errors import RunCannotLearn
 
     cfg = config(tmp_path, tiny_model_dir, 6)
     cfg["reward"] = {"fn": "reward_fixtures:always_nan"}
-    cfg["trainer"].update({"save_every": 0, "stop_after_failed_steps": 2, "eval_before": False})
-    with pytest.raises(RunCannotLearn, match=r"last 2 steps ended as 'reward_error' .*fix reward.fn"):
+    cfg["trainer"].update({"save_every": 0, "stop_after_failed_steps": 3, "eval_before": False})
+    with pytest.raises(
+        RunCannotLearn,
+        match=r"every episode of the last step ended as 'reward_error' \(reward function .*nan.*fix reward.fn",
+    ):
         AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train()
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if r["phase"] == "train"] == [1, 2]
-    assert (run / "checkpoints" / "step_000002").is_dir()
+    assert [r["step"] for r in rows if r["phase"] == "train"] == [1]
+    assert (run / "checkpoints" / "step_000001").is_dir()
+
+
+def test_a_run_that_trained_on_nothing_fails_however_short_and_a_pipe_sees_each_step(
+    capsys, tmp_path, tiny_model_dir
+):
+    """One step, its every episode failed, no streak limit to reach: the run still fails (exit 1
+    from the CLI). Into a pipe (pytest's capture is no terminal) each step is one plain line."""
+    from aworld_train.errors import RunCannotLearn
+
+    cfg = config(tmp_path, tiny_model_dir, 1)
+    cfg["reward"] = {"fn": "reward_fixtures:returns_text"}
+    cfg["trainer"].update({"save_every": 0, "stop_after_failed_steps": 0, "eval_before": False})
+    with pytest.raises(
+        RunCannotLearn,
+        match=r"no episode of the run's 1 step\(s\) could be trained \(reward_error 4; e.g. reward function "
+        r".*returned 'good'.*\): the run learned nothing; the reward function fails",
+    ):
+        AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train()
+    assert "GRPO step 1/1: reward 0.000 | success 0.00 |" in capsys.readouterr().err
 
 
 def test_only_steps_that_all_fail_for_one_cause_count():
     from aworld_train.errors import RunCannotLearn
-    from aworld_train.rollout.failure_streak import FailureStreak
+    from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
     from aworld_train.rollout.trajectory import Trajectory
 
     def step(*statuses):
         return [Trajectory(f"e{i}", "t", status=s, error=f"{s} here") for i, s in enumerate(statuses)]
 
     streak = FailureStreak(limit=2)
-    streak.observe(step("reward_error", "reward_error"))
-    streak.observe(step("reward_error", "ok"))  # one episode counts: the streak starts again
+    streak.observe(step("tool_server_down", "tool_server_down"))
+    streak.observe(step("tool_server_down", "ok"))  # one episode counts: the streak starts again
     streak.observe(step("reward_error", "tool_server_down"))  # two causes: not one broken thing
     streak.observe(step("tool_server_down", "tool_server_down"))
     with pytest.raises(RunCannotLearn, match=r"'tool_server_down' \(tool_server_down here\).*start it"):
         streak.observe(step("tool_server_down"))
+    with pytest.raises(RunCannotLearn, match=r"the last step ended as 'reward_error'"):
+        FailureStreak(limit=3).observe(step("reward_error", "reward_error"))  # a broken reward: at once
     never = FailureStreak(limit=0)
     for _ in range(5):
         never.observe(step("error"))
     assert never.steps == 5
+
+    trained = TrainedSoFar()
+    trained.observe(step("error", "error"), trained=0)
+    trained.observe(step("ok", "error"), trained=1)
+    trained.require_some()  # one episode trained: the run counts
+    nothing = TrainedSoFar()
+    nothing.observe(step("error", "timeout"), trained=0)
+    with pytest.raises(
+        RunCannotLearn, match=r"run's 1 step\(s\) could be trained \(error 1, timeout 1; e.g. error here\)"
+    ):
+        nothing.require_some()

@@ -128,6 +128,8 @@ def test_a_swarm_that_cannot_be_rebuilt_is_refused_with_the_reason(calculator_se
     custom = MyAgent(name="mine", system_prompt="x", conf=AgentConfig(llm_provider="aworld_train"))
     with pytest.raises(AgentSpecError, match="its own code would be lost"):
         load_agent_spec(SWARM_CLASSES["workflow"](planner, custom))
+    with pytest.raises(AgentSpecError, match="agent 'mine' is a .*MyAgent.*its own code would be lost"):
+        load_agent_spec(custom)  # alone, too
     twin = Agent(name="planner", system_prompt="another", conf=AgentConfig(llm_provider="aworld_train"))
     with pytest.raises(AgentSpecError, match="two different agents named 'planner'"):
         load_agent_spec(SWARM_CLASSES["workflow"](planner, twin))

@@ -241,3 +241,17 @@ def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store)
     ):
         _sampler(refill, limit=3).sample(1, "train", 1)
     assert refills == [1, 1]
+
+
+def test_a_group_whose_every_reward_failed_stops_the_run_at_once(store):
+    """A reward that fails on every episode of a group is broken code: no refill escapes it."""
+    from aworld_train.errors import RunCannotLearn
+
+    store.group("g0", ["reward_error", "reward_error"])
+    refills = []
+
+    with pytest.raises(
+        RunCannotLearn, match=r"last 1 prompt groups could be trained \(reward_error 2\).*fix reward.fn"
+    ):
+        _sampler(refills.append, limit=30).sample(1, "train", 1)
+    assert refills == []

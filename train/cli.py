@@ -26,6 +26,11 @@ def cmd_run(args) -> int:
 def _eval_overrides(args) -> list[str]:
     """The eval flags as `eval.*` overrides (JSON values are YAML too)."""
     out = list(args.overrides)
+    for flag, example in (("seeds", "--seeds 0 1 2"), ("checkpoints", "--checkpoints runs/calculator")):
+        if getattr(args, flag) == []:
+            raise ConfigError(
+                f"--{flag} was given no value: list at least one, e.g. {example}, or leave it out"
+            )
     for ref in args.checkpoints or []:
         if "=" in ref and not Path(ref).exists():
             raise ConfigError(
@@ -173,10 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(ev)
     ev.add_argument("--output", help="all trajectories, JSONL (default: <run_dir>/eval_trajectories.jsonl)")
     ev.add_argument("--k", type=int, help="samples per task (eval.k)")
-    ev.add_argument("--seeds", type=int, nargs="+", help="one evaluation per seed (eval.seeds)")
+    # "*", not "+": a flag given no value is refused by _eval_overrides with the fix, not by argparse
+    ev.add_argument("--seeds", type=int, nargs="*", help="one evaluation per seed (eval.seeds)")
     ev.add_argument(
         "--checkpoints",
-        nargs="+",
+        nargs="*",
         help="run folders, checkpoint folders or embedded:<name>, compared in one table (eval.checkpoints)",
     )
     ev.add_argument(

@@ -28,6 +28,20 @@ from aworld_train.validation import did_you_mean, explain_validation, read_yaml
 DEFAULT_MODEL = "embedded:smollm2-135m"
 
 
+def ray_address_problem(value: str) -> str | None:
+    """None for an address `ray.init` joins (host:port, ray://host:port, auto); else why not."""
+    if value == "auto":
+        return None
+    rest = value.removeprefix("ray://")
+    host, _, port = rest.rpartition(":")
+    if host.strip("[]") and port.isdigit() and 0 < int(port) < 65536 and "/" not in rest:
+        return None
+    return (
+        f"{value!r} is not a Ray address: give the head node's host:port (e.g. 10.0.0.1:6379), "
+        "ray://host:10001 for Ray Client, or auto"
+    )
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -136,6 +150,15 @@ class TrainerConfig(_Section):
         None,
         description="verl: join the Ray cluster at host:port (RAY_ADDRESS when unset); none: verl starts its own",
     )
+
+    @field_validator("ray_address")
+    @classmethod
+    def _an_address(cls, value: str | None) -> str | None:
+        problem = ray_address_problem(value) if value else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     eval_before: bool = True
     eval_after: bool = True
     log_trajectories: int = Field(4, ge=0, description="sampled trajectories written per step")

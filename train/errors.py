@@ -52,3 +52,11 @@ class EngineFailed(RunFailed):
 
 class EvaluationFailed(RunFailed):
     """Every episode of an evaluation failed for one cause: its scores measure nothing."""
+
+
+def no_checkpoint_to_resume(folder) -> str:
+    """The refusal of `run --resume` where there is nothing to resume, for every engine."""
+    return (
+        f"--resume: {folder} holds no checkpoint to continue from: run without --resume to start at "
+        "step 0, or set trainer.run_dir to the folder of the run to continue"
+    )

@@ -24,9 +24,10 @@ from aworld_train.prerun.mcp import check_mcp_servers
 from aworld_train.prerun.servers import check_server_environments
 from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
 from aworld_train.reward import RewardFunction
-from aworld_train.rollout.gateway.process_agent import ProcessAgent
+from aworld_train.rollout.gateway.process_agent import ProcessAgent, check_starts
+from aworld_train.rollout.gateway.server import is_local_address
 from aworld_train.rollout.trajectory import Task
-from aworld_train.validation import did_you_mean
+from aworld_train.validation import did_you_mean, http_url_problem
 
 log = logging.getLogger("aworld_train")
 
@@ -70,6 +71,7 @@ class AgentTrainer:
         )
         cfg.reward.kwargs = dict(self.reward.kwargs)
         cfg.reward.fn = self.reward.reference
+        _check_reward_reaches(self.reward, self.spec)
         train_source = train_dataset if train_dataset is not None else cfg.data.train
         test_source = test_dataset if test_dataset is not None else cfg.data.test
         if train_source is None and test_source is None and not native.has_train_files:
@@ -218,6 +220,12 @@ def _check_agent_roles(spec: Spec, rollout: RolloutConfig) -> None:
                     f"rollout.agent_endpoints.{name}.{key} uses ${{{exc.name}}}, which is not set: "
                     "set it in the environment or in a .env file"
                 ) from None
+        problem = http_url_problem(resolve_env_refs(endpoint.base_url))
+        if problem is not None:
+            raise ConfigError(
+                f"rollout.agent_endpoints.{name}.base_url {endpoint.base_url!r} resolves to no URL ({problem}): "
+                "give the endpoint's base URL, e.g. http://host:8000/v1"
+            )
     if set(names) <= set(rollout.frozen_agents) | set(rollout.agent_endpoints):
         raise ConfigError(
             f"rollout.frozen_agents and rollout.agent_endpoints leave no agent of {spec.name!r} to train; "
@@ -225,8 +233,38 @@ def _check_agent_roles(spec: Spec, rollout: RolloutConfig) -> None:
         )
 
 
+def _check_reward_reaches(reward: RewardFunction, spec: Spec) -> None:
+    """A reported reward comes from an agent process through its gateway session: an agent run in
+    this process has no session to report to, and every episode would end as reward_error."""
+    from aworld_train.rewards.reported import reported_reward
+
+    if reward.fn is reported_reward and not isinstance(spec, ProcessAgent):
+        raise ConfigError(
+            f"reward.fn {reward.reference} reads the reward an agent process reports to its gateway "
+            f"session, but {spec.name!r} runs in the trainer's process and never reports one: name a "
+            "reward function that scores the trajectory, or run the agent as a ProcessAgent"
+        )
+
+
+def _check_process_agent(spec: ProcessAgent, env: dict[str, str]) -> None:
+    """A process agent's program exists, its `${VAR}` references resolve, its gateway can listen
+    where it says, and the process starts and answers the handshake, before any model loads."""
+    _check_command(spec, env)
+    why = is_local_address(spec.gateway_host)
+    if why is not None:
+        raise AgentSpecError(
+            f"agent {spec.name!r}: gateway_host {spec.gateway_host!r} is not an address of this machine "
+            f"({why}): use 127.0.0.1 (the default), 0.0.0.0 for every interface, or an address this "
+            "machine has"
+        )
+    try:
+        check_starts(spec, env)
+    except RuntimeError as exc:
+        raise AgentSpecError(str(exc)) from None
+
+
 def _check_command(spec: ProcessAgent, env: dict[str, str]) -> None:
-    """A process agent's program exists and its `${VAR}` references resolve, before any model loads."""
+    """A process agent's program exists and its `${VAR}` references resolve."""
     program, cwd = spec.command[0], Path(spec.cwd or ".")
     if spec.cwd is not None and not cwd.is_dir():
         raise AgentSpecError(f"agent {spec.name!r}: cwd {spec.cwd!r} is not a folder; fix the path")
@@ -253,7 +291,7 @@ def _check_rebuild(spec: Spec, env_servers: list[str]) -> None:
     llm = {"llm_provider": "aworld_train", "llm_base_url": "aworld-train://check"}
     env = {**exported, **os.environ}
     if isinstance(spec, ProcessAgent):
-        _check_command(spec, env)
+        _check_process_agent(spec, env)
         return
     try:
         if isinstance(spec, SwarmSpec):

@@ -5,8 +5,10 @@ the agent specs use it."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -52,6 +54,31 @@ _FIXES = {
 }
 
 
+# a field whose value a refusal must not print: it may be the secret it refuses
+SECRET_NAME = re.compile(r"(^|_)(api_?key|key|token|secret|password|credentials?)$", re.IGNORECASE)
+
+
+def _shown(loc: tuple[Any, ...], value: Any) -> str:
+    names = [str(p) for p in loc] + (list(map(str, value)) if isinstance(value, dict) else [])
+    return (
+        "(value not shown: it may be a secret)"
+        if any(SECRET_NAME.search(n) for n in names)
+        else f"(got {value!r})"
+    )
+
+
+def http_url_problem(value: str) -> str | None:
+    """None for an http(s) URL with a host (and a valid port); else what is wrong with it."""
+    try:
+        url = urlparse(value)
+        port_ok = url.port is None or url.port > 0
+    except ValueError as exc:
+        return str(exc)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return "not an http(s) URL with a host"
+    return None if port_ok else "port 0"
+
+
 def explain_validation(error: ValidationError, root: type[BaseModel], noun: str = "config") -> str:
     """pydantic's errors as ours: one line each, naming the key, with a "did you mean" or the fix."""
     lines = []
@@ -61,14 +88,50 @@ def explain_validation(error: ValidationError, root: type[BaseModel], noun: str 
         if item["type"] == "extra_forbidden":
             hint = did_you_mean(loc[-1], _fields_at(loc[:-1], root))
             lines.append(f"unknown {noun} key '{where}'{hint}; remove it or fix its spelling")
+        elif not loc and item["type"] == "value_error":  # a check of the whole (a model validator)
+            lines.append(f"{noun}: {item['msg'].removeprefix('Value error, ')}")
         elif not loc:
             lines.append(f"{noun}: {item['msg']} (got {type(item.get('input')).__name__}): write a mapping")
         else:
             msg = item["msg"].removeprefix("Value error, ")
             fix = _FIXES.get(item["type"], "")
             fix = f": {fix.format(**item.get('ctx', {}))}" if fix else ""
-            lines.append(f"{noun} field '{where}': {msg} (got {item.get('input')!r}){fix}")
+            lines.append(f"{noun} field '{where}': {msg} {_shown(loc, item.get('input'))}{fix}")
     return "\n".join(lines)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps
+    the later value without a word (YAML itself says keys are unique), so a setting written twice
+    would silently lose one of its values."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            seen = key in first
+        except TypeError:  # an unhashable key: PyYAML's own constructor says so
+            break
+        if seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"key {key!r} appears twice in one mapping (line {first[key] + 1}, then line "
+                f"{key_node.start_mark.line + 1}); keep one",
+                key_node.start_mark,
+            )
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as data (PyYAML's safe subset); a key given twice in a mapping is a YAMLError."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
@@ -85,7 +148,7 @@ def read_yaml(path: str | Path, what: str = "config file") -> dict[str, Any]:
         where = "is a folder" if path.is_dir() else "does not exist"
         raise ConfigError(f"{what} {str(path)!r} {where}: give the path of a YAML file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"{what} {str(path)!r} is not valid YAML ({yaml_problem(exc)}): fix it there"

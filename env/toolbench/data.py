@@ -43,8 +43,8 @@ def read_records(path: str | Path) -> list[Any]:
         raise ConversionError(f"--input {str(path)!r} is not a JSON file ({exc}): {query_file}") from None
     if not isinstance(data, list):
         raise ConversionError(
-            f"--input {str(path)!r} holds a {type(data).__name__}; a StableToolBench query file is a list of "
-            "records with query, query_id and api_list"
+            f"--input {str(path)!r} holds a {type(data).__name__}, not a list of records with query, "
+            f"query_id and api_list: {query_file}"
         )
     return data
 
@@ -140,7 +140,10 @@ def run(
     try:
         rows = convert(read_records(source), group, max_samples)
     except BadRecord as exc:
-        raise ConversionError(f"{source}: {exc}") from None
+        raise ConversionError(
+            f"{source}: {exc}; fix that record or leave it out (StableToolBench's query records hold "
+            "query, query_id and api_list)"
+        ) from None
     if not do_split:
         if train_output or val_output:
             raise ConversionError("--train_output and --val_output go with --split; without it use --output")

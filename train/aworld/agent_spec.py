@@ -156,8 +156,24 @@ def _agent_config_dict(conf: Any) -> dict[str, Any]:
     return {k: v for k, v in result.items() if v is not None}
 
 
+def own_code_error(agent: Any, where: str) -> AgentSpecError:
+    """What refuses an agent of a class of its own: its methods would be lost, since every worker
+    rebuilds the agent from its spec as AWorld's plain Agent."""
+    name = agent.name() if callable(getattr(agent, "name", None)) else getattr(agent, "name", agent)
+    return AgentSpecError(
+        f"{where}agent {name!r} is a {type(agent).__module__}.{type(agent).__name__}; the workers "
+        "rebuild every agent as aworld.agents.llm_agent.Agent from its settings, so its own code "
+        "would be lost: build it as an Agent (tools through MCP servers, behaviour through its "
+        "system prompt), or run it in a process of its own (ProcessAgent)"
+    )
+
+
 def spec_from_agent(agent: Any, factory: str | None = None) -> AgentSpec:
     """The spec of a built AWorld Agent (its LLM provider is left to the trainer)."""
+    from aworld_train.aworld.runtime import Agent
+
+    if isinstance(agent, Agent) and type(agent) is not Agent:
+        raise own_code_error(agent, "")
     try:
         name = agent.name() if callable(getattr(agent, "name", None)) else agent.name
         desc = agent.desc() if callable(getattr(agent, "desc", None)) else getattr(agent, "desc", "")
@@ -196,14 +212,25 @@ def import_object(reference: str, what: str) -> Any:
             spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)
-    except Exception as exc:
-        fix = (
-            "check the path (relative to the working folder)"
-            if module_name.endswith(".py")
-            else "check the module's name, and that its package is installed or on PYTHONPATH"
-        )
+    except FileNotFoundError as exc:
         raise AgentSpecError(
-            f"{what} {reference!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc}): {fix}"
+            f"{what} {reference!r}: cannot import {module_name!r} ({exc}): check the path (relative to "
+            "the working folder)"
+        ) from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module_name.startswith(exc.name):  # one of its own imports
+            raise AgentSpecError(
+                f"{what} {reference!r}: importing {module_name!r} raised ModuleNotFoundError: {exc}"
+                f"{_raised_at(exc)}: install {exc.name}, or fix that import"
+            ) from exc
+        raise AgentSpecError(
+            f"{what} {reference!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc}): check "
+            "the module's name, and that its package is installed or on PYTHONPATH"
+        ) from exc
+    except Exception as exc:  # the module itself raised while it was imported: show where
+        raise AgentSpecError(
+            f"{what} {reference!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f"{_raised_at(exc)}: fix the error there"
         ) from exc
     if not hasattr(module, attr):
         names = [n for n in dir(module) if not n.startswith("_")]
@@ -211,6 +238,15 @@ def import_object(reference: str, what: str) -> Any:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise AgentSpecError(f"{what} {reference!r}: {module_name!r} has no attribute {attr!r}{hint}")
     return getattr(module, attr)
+
+
+def _raised_at(exc: BaseException) -> str:
+    """` (at FILE, line N)`: the last frame of the traceback outside the import machinery."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
+    frame = frames[-1] if frames else None
+    return f" (at {frame.filename}, line {frame.lineno})" if frame and frame.filename != __file__ else ""
 
 
 def build_agent(

@@ -20,6 +20,7 @@ from aworld_train.aworld.agent_spec import (
     AWorldRun,
     build_agent,
     episode_llm,
+    own_code_error,
     spec_from_agent,
 )
 from aworld_train.errors import AgentSpecError
@@ -58,7 +59,10 @@ class SwarmSpec(SpecFile):
         names = [agent.name for agent in self.agents]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
-            raise ValueError(f"agent names must be unique in a swarm; {', '.join(twice)} appear twice")
+            raise ValueError(
+                f"agent names must be unique in a swarm; {', '.join(twice)} appear twice: give each agent "
+                "a name of its own"
+            )
         servers: dict[str, Any] = {}
         for agent in self.agents:
             for server, conf in (agent.mcp_config.get("mcpServers") or {}).items():
@@ -70,7 +74,10 @@ class SwarmSpec(SpecFile):
         used = [*_names(self.topology), *([self.root] if self.root else [])]
         unknown = sorted(set(used) - set(names))
         if unknown:
-            raise ValueError(f"topology names {', '.join(unknown)}, not among the agents {', '.join(names)}")
+            raise ValueError(
+                f"topology names {', '.join(unknown)}, not among the agents {', '.join(names)}: name agents "
+                "listed under agents:"
+            )
         return self
 
     # -- what the rollout core reads (AgentDriver) ------------------------------------------
@@ -161,12 +168,7 @@ def spec_from_swarm(swarm: Any, factory: str | None = None) -> SwarmSpec:
                 "rebuilt in the training workers; list its agents in the outer swarm instead"
             )
         if type(agent) is not Agent:
-            raise AgentSpecError(
-                f"swarm {swarm.name()!r}: agent {getattr(agent, 'name', lambda: agent)()!r} is a "
-                f"{type(agent).__module__}.{type(agent).__name__}; the workers rebuild every agent as "
-                "aworld.agents.llm_agent.Agent from its settings, so its own code would be lost: build "
-                "it as an Agent (tools through MCP servers, behaviour through its system prompt)"
-            )
+            raise own_code_error(agent, f"swarm {swarm.name()!r}: ")
         name = agent.name()
         if name in agents and agents[name] is not agent:
             raise AgentSpecError(

@@ -238,6 +238,40 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     return EpisodeRunner(spec, tokenizer, rollout, reward), policy, policy
 
 
+def check_policy_url(config: TrainConfig, models: list[str]) -> None:
+    """`eval.policy_url` answers one completion in token ids for each model it is to serve,
+    before any server starts or tokenizer loads: an endpoint that does not answer, or answers
+    in token text, would otherwise fail every episode of the evaluation."""
+    from aworld_train.protocol import resolve_env_refs
+    from aworld_train.rollout.completions_policy import CompletionsPolicy, PolicyServerError
+    from aworld_train.rollout.policy import SamplingParams
+
+    ev = config.eval
+    url = resolve_env_refs(ev.policy_url)
+
+    async def probe(model: str) -> None:
+        policy = CompletionsPolicy(
+            url,
+            model,
+            api_key=resolve_env_refs(ev.api_key) if ev.api_key else None,
+            timeout_s=min(ev.request_timeout_s, 30.0),
+            retries=0,
+        )
+        try:  # one token of a one-token prompt: any id the vocabulary has
+            await policy.generate([0], SamplingParams(max_new_tokens=1, temperature=0.0))
+        finally:
+            await policy.aclose()
+
+    for model in dict.fromkeys(models):
+        try:
+            asyncio.run(probe(model))
+        except PolicyServerError as exc:
+            raise PolicyServerError(
+                f"eval.policy_url (--policy-url), asked for model {model!r}: {exc}; start that server, "
+                "or fix the URL"
+            ) from None
+
+
 def _loadable(ref: str) -> bool:
     return ref.startswith(EMBEDDED_PREFIX) or (Path(ref).expanduser() / "config.json").is_file()
 
@@ -261,6 +295,8 @@ def run_suite(
     refs = list(ev.checkpoints) or [config.model]
     # remote endpoints serve names the local loaders may not know: those are sent as given
     resolved = [ref if ev.policy_url and not _loadable(ref) else resolve_checkpoint(ref) for ref in refs]
+    if ev.policy_url:
+        check_policy_url(config, [ev.policy_model or ref for ref in resolved])
     labels = _unique([checkpoint_label(r, m) for r, m in zip(refs, resolved, strict=True)])
     results = []
     if trajectories_path is not None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aworld_train.protocol import ENV_REF, resolve_env_refs
 from aworld_train.rollout.driver import Reply
+from aworld_train.validation import http_url_problem
 
 _NO_KEY = {"", "not-used", "EMPTY"}  # what servers without keys take
 
@@ -26,6 +27,17 @@ class AgentEndpoint(BaseModel):
     temperature: float | None = Field(None, ge=0, description="the endpoint's default if unset")
     max_tokens: int | None = Field(None, ge=1)
     timeout_s: float = Field(120.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, value: str) -> str:
+        # a ${VAR} reference is checked once resolved, before the run (trainer._check_agent_roles)
+        problem = None if ENV_REF.search(value) else http_url_problem(value)
+        if problem is not None:
+            raise ValueError(
+                f"{value!r} is {problem}: give the endpoint's base URL, e.g. http://host:8000/v1"
+            )
+        return value
 
     @field_validator("api_key")
     @classmethod

@@ -1,17 +1,25 @@
-"""Stop a run that cannot learn: steps in a row where every episode failed for one cause.
+"""Stop a run that cannot learn: steps in a row where every episode failed for one cause, and a
+run that ends having trained on no episode at all.
 
 A reward that returns NaN everywhere, a tool server that is down or a config that breaks every
 episode leaves nothing to train on; without a stop the run would print reward 0 for hours and
-exit 0. Failures with mixed causes, or any episode that counts, reset the streak.
+exit 0. Failures with mixed causes, or any episode that counts, reset the streak. A reward that
+fails on every episode of a step stops the run at that step: it scores finished trajectories, so
+such a failure is its code's, and no later step will fare otherwise. However short a run, if it
+trained on nothing it fails (`TrainedSoFar`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aworld_train.errors import RunCannotLearn
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Trajectory
+
+# causes that stop a run at the first step every episode of which failed for them
+STOP_AT_ONCE = frozenset({"reward_error"})
 
 # what a user can do about each cause
 FIXES = {
@@ -50,10 +58,40 @@ class FailureStreak:
         cause, example = failure
         self.steps = self.steps + 1 if cause == self.cause else 1
         self.cause = cause
-        if self.limit and self.steps >= self.limit:
+        if self.limit and (self.steps >= self.limit or cause in STOP_AT_ONCE):
+            steps = "the last step" if self.steps == 1 else f"the last {self.steps} steps"
             raise RunCannotLearn(
-                f"every episode of the last {self.steps} steps ended as {cause!r}"
+                f"every episode of {steps} ended as {cause!r}"
                 + (f" ({example})" if example else "")
                 + f"; nothing can be learned from them: {FIXES.get(cause, 'see the message')}. "
                 "trainer.stop_after_failed_steps=0 keeps such a run going"
             )
+
+
+@dataclass
+class TrainedSoFar:
+    """What a run's steps trained on: a run that ends with no trained episode failed, whatever its
+    length (a one-step run of a broken reward ends before any streak limit)."""
+
+    steps: int = 0
+    trained: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    example: str = ""
+
+    def observe(self, trajectories: Sequence[Trajectory], trained: int) -> None:
+        self.steps += 1
+        self.trained += trained
+        self.statuses.update(t.status for t in trajectories)
+        self.example = self.example or next((t.error for t in trajectories if t.error), "")
+
+    def require_some(self) -> None:
+        """RunCannotLearn if the steps so far trained on no episode."""
+        if self.trained or not self.steps:
+            return
+        cause = self.statuses.most_common(1)[0][0] if self.statuses else ""
+        listed = ", ".join(f"{status} {n}" for status, n in self.statuses.most_common())
+        raise RunCannotLearn(
+            f"no episode of the run's {self.steps} step(s) could be trained ({listed}"
+            + (f"; e.g. {self.example}" if self.example else "")
+            + f"): the run learned nothing; {FIXES.get(cause, 'see the episodes in the run folder')}"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
@@ -31,11 +32,15 @@ class ArealEngine:
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
         from aworld_train.engines.areal.render import recover_data
         from aworld_train.engines.native import launch_run
-        from aworld_train.errors import ConfigError
+        from aworld_train.errors import ConfigError, no_checkpoint_to_resume
 
         def refuse_stale_recover_data(run: RenderedRun) -> None:
             # the rendered config recovers automatically (recover.mode: auto): only when asked
             found = recover_data(run.final)
+            if resume and not found:
+                raise ConfigError(
+                    no_checkpoint_to_resume(Path(run.final["cluster"]["fileroot"]) / "checkpoints")
+                )
             if found and not resume:
                 raise ConfigError(
                     f"{inputs.run_dir} holds AReaL recover data ({found[0]}): pass --resume to continue "

@@ -18,11 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.errors import RunCannotLearn
+from aworld_train.errors import ConfigError, RunCannotLearn, no_checkpoint_to_resume
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.agent_stats import agent_metrics
-from aworld_train.rollout.failure_streak import FailureStreak
+from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
 from aworld_train.rollout.local_policy import local_runner
 from aworld_train.rollout.trajectory import Task, Trajectory
 
@@ -76,10 +76,8 @@ class LocalTraining:
         self.folder = RunFolder(inputs.run_dir)
         self.start_step = 0
         latest = self.folder.latest_checkpoint() if resume else None
-        if resume and latest is None:
-            console.print(
-                f"[yellow]--resume: no checkpoint in {self.folder.path / 'checkpoints'}; starting fresh"
-            )
+        if resume and latest is None:  # before any model loads
+            raise ConfigError(no_checkpoint_to_resume(self.folder.path / "checkpoints"))
         model_source = str(latest[1]) if latest else self.cfg.model
         torch.manual_seed(self.cfg.trainer.seed)
         self.tokenizer = load_tokenizer(model_source)
@@ -109,6 +107,7 @@ class LocalTraining:
             lock=self.policy.lock,
         )
         self.failures = FailureStreak(self.cfg.trainer.stop_after_failed_steps)
+        self.trained = TrainedSoFar()
         if latest:
             state = torch.load(latest[1] / "trainer_state.pt", weights_only=False)
             self.learner.load_state_dict(state["learner"])
@@ -172,7 +171,9 @@ class LocalTraining:
                 f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
             )
         self.folder.log(step + 1, metrics)
-        self.failures.observe(trajs)  # after the step is logged: a stopped run keeps it
+        # after the step is logged: a stopped run keeps it
+        self.failures.observe(trajs)
+        self.trained.observe(trajs, sum(t.trainable(cfg.rollout.train_on_malformed) for t in trajs))
         return metrics
 
     # -- the loop -------------------------------------------------------------------
@@ -185,6 +186,9 @@ class LocalTraining:
             try:
                 if cfg.eval_before and self.inputs.test_tasks and self.start_step == 0:
                     before = self.evaluate("before", 0)
+                # rich draws its bar only on a terminal; into a pipe or a log file (CI, nohup) each
+                # step gets a plain line instead, or nothing would show until the run ends
+                plain = not console.is_terminal
                 with Progress(
                     TextColumn("[bold]GRPO"),
                     BarColumn(),
@@ -194,6 +198,7 @@ class LocalTraining:
                     ),
                     TimeElapsedColumn(),
                     console=console,
+                    disable=plain,
                 ) as progress:
                     bar = progress.add_task(
                         "train",
@@ -216,6 +221,10 @@ class LocalTraining:
                             step_s=m["step_s"],
                         )
                         done = step + 1
+                        if plain:
+                            console.print(step_line(done, cfg.steps, m), markup=False, highlight=False)
+                        if done == cfg.steps:
+                            self.trained.require_some()  # however short, a run that trained nothing failed
                         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
                             self.save(done)
                         if (
@@ -261,6 +270,14 @@ class LocalTraining:
             f"mean reward {_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])} after {cfg.steps} steps; reward curve {summary['reward_curve']}"
         )
         return summary
+
+
+def step_line(done: int, steps: int, metrics: dict[str, Any]) -> str:
+    """One step's progress as a plain line."""
+    return (
+        f"GRPO step {done}/{steps}: reward {metrics['reward_mean']:.3f} | success "
+        f"{metrics['success_rate']:.2f} | tools {metrics['tool_call_rate']:.2f} | {metrics['step_s']:.1f}s/step"
+    )
 
 
 def _pct(value: float | None) -> str:

@@ -45,9 +45,17 @@ class VerlEngine:
         return preflight(inputs, run)
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
-        from aworld_train.engines.native import launch_run
 
-        return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume)
+        from aworld_train.engines.native import launch_run
+        from aworld_train.errors import ConfigError, no_checkpoint_to_resume
+
+        def refuse_nothing_to_resume(run: RenderedRun) -> None:
+            # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint
+            folder = Path(run.final["trainer"]["default_local_dir"])
+            if resume and not any(folder.glob("global_step_*")):
+                raise ConfigError(no_checkpoint_to_resume(folder))
+
+        return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume, refuse=refuse_nothing_to_resume)
 
     def sft(
         self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False

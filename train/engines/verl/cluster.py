@@ -31,6 +31,17 @@ def cluster_address(cfg: TrainConfig) -> str | None:
     return cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
 
 
+def check_ray_environment(cfg: TrainConfig) -> None:
+    """RAY_ADDRESS, read when trainer.ray_address is unset, is an address (checked before any
+    server starts; the config's own field is checked when it is read)."""
+    from aworld_train.config import ray_address_problem
+
+    value = os.environ.get("RAY_ADDRESS")
+    problem = ray_address_problem(value) if value and not cfg.trainer.ray_address else None
+    if problem is not None:
+        raise ConfigError(f"RAY_ADDRESS (read as trainer.ray_address): {problem}; or unset it")
+
+
 def forwarded_env(cfg: TrainConfig, engine_env: dict[str, str]) -> dict[str, str]:
     """What every worker of the cluster gets in its environment (no secret among them)."""
     env = dict(engine_env)

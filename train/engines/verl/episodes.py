@@ -20,7 +20,8 @@ its own buffer: without that, a batch of such groups stops verl's sync trainer w
 RuntimeError. verl hands a custom sampler none of its refill settings
 (trainer_base._build_replay_buffer), so the render passes ours in `sampler_kwargs`. A policy
 that only fails would be refilled forever: after `failed_groups_limit` such groups in a row
-(trainer.stop_after_failed_steps steps' worth) the run stops with their statuses.
+(trainer.stop_after_failed_steps steps' worth) the run stops with their statuses, and at the first
+such group whose every episode ended as reward_error (`failure_streak.STOP_AT_ONCE`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from aworld_train.errors import RunCannotLearn
-from aworld_train.rollout.failure_streak import FIXES
+from aworld_train.rollout.failure_streak import FIXES, STOP_AT_ONCE
 from aworld_train.rollout.trajectory import STATUSES, Trajectory
 
 PARTITION = "aworld_episodes"
@@ -118,13 +119,22 @@ class _EpisodeStatuses:
         reasons = (stale, dapo, failed, counts)
         if failed:
             self._failed_in_a_row |= failed
-            if self._failed_groups_limit and len(self._failed_in_a_row) >= self._failed_groups_limit:
+            if self._failed_groups_limit and (
+                len(self._failed_in_a_row) >= self._failed_groups_limit or self._stop_at_once()
+            ):
                 raise RunCannotLearn(self._cannot_learn_message())
         return reasons
 
+    def _failed_tags(self) -> list[dict[str, Any]]:
+        return [tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in self._failed_in_a_row]
+
+    def _stop_at_once(self) -> bool:
+        """The failed groups' episodes all failed for a cause that no later prompt will escape."""
+        statuses = {str(t.get("status")) for t in self._failed_tags()}
+        return bool(statuses) and statuses <= STOP_AT_ONCE
+
     def _cannot_learn_message(self) -> str:
-        tags = [tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in self._failed_in_a_row]
-        statuses = Counter(str(t.get("status")) for t in tags)
+        statuses = Counter(str(t.get("status")) for t in self._failed_tags())
         listed = ", ".join(f"{status} {count}" for status, count in statuses.most_common())
         cause = statuses.most_common(1)[0][0] if statuses else ""
         fix = FIXES.get(cause, "see the episodes' errors in the engine log")

@@ -22,7 +22,13 @@ from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
 from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put, unknown_key_message
 from aworld_train.engines.node_servers import server_entries
 from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
-from aworld_train.engines.verl.cluster import cluster_address, forwarded_env, join_cluster, refuse_resources
+from aworld_train.engines.verl.cluster import (
+    check_ray_environment,
+    cluster_address,
+    forwarded_env,
+    join_cluster,
+    refuse_resources,
+)
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
@@ -222,7 +228,9 @@ def native_section(cfg: TrainConfig) -> dict[str, Any]:
 
 def validate_native(cfg: TrainConfig) -> None:
     """The `verl:` section alone, against verl's own config: its keys exist, and it keeps the V1
-    trainer. Nothing loads; the render checks the filled config again."""
+    trainer; RAY_ADDRESS, if the run reads it, is an address. Nothing loads; the render checks the
+    filled config again."""
+    check_ray_environment(cfg)
     require_v1(compose(native_section(cfg)))
 
 
