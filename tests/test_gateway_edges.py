@@ -336,3 +336,57 @@ def test_a_wide_gateway_hands_out_a_dialable_url_and_loopback_stays_loopback():
     # the wide one serves on every interface: loopback reaches it too
     health = httpx.get(f"http://127.0.0.1:{wide.port}/health", timeout=10)
     assert health.json()["ok"] is True
+
+
+class InProcess:
+    """A driver whose turn calls the episode directly, as our AWorld provider does."""
+
+    mcp_config: dict = {}
+
+    def __init__(self, body) -> None:
+        self.body = body
+
+    def roles(self):
+        from aworld_train.rollout.driver import AgentRole
+
+        return [AgentRole("inside")]
+
+    def start(self, endpoint, episode_id, task, max_turns):
+        body = self.body
+
+        class Run:
+            async def turn(self, user_turn: int, text: str) -> None:
+                await body(endpoint)
+
+            async def release(self) -> None:
+                pass
+
+        return Run()
+
+
+async def test_in_process_calls_are_serialised_too_and_an_oversized_one_ends_the_episode(
+    tokenizer, im_end, make_runtime
+):
+    """The ledger's lock and the token bound are the episode's: an in-process agent's parallel calls
+    each train after their own prompt, and a message no budget can hold ends the episode as
+    truncated before it is tokenized (its framework would only retry the same call)."""
+    policy = tagged_policy(tokenizer, im_end)
+    calls = {
+        tag: [{"role": "user", "content": f"Please answer {tag}."}] for tag in ("tag-p", "tag-q", "tag-r")
+    }
+
+    async def parallel(endpoint) -> None:
+        replies = await asyncio.gather(*(endpoint.complete(m, None, "inside") for m in calls.values()))
+        assert [r.content for r in replies] == [f"answer to {tag}" for tag in calls]
+
+    traj = await Episode(InProcess(parallel), Task("p", ["Go."]), make_runtime(policy)).run()
+    assert traj.status == "ok", traj.error
+    own_segments(traj, calls, tokenizer, im_end)
+
+    async def oversized(endpoint) -> None:
+        await endpoint.complete([{"role": "user", "content": "x" * 2**20}], None, "inside")
+
+    asked = len(policy.prompts)
+    traj = await Episode(InProcess(oversized), Task("o", ["Go."]), make_runtime(policy)).run()
+    assert traj.status == "truncated" and "rollout.max_total_tokens=4096" in traj.error
+    assert len(policy.prompts) == asked and not traj.segments
