@@ -225,6 +225,15 @@ def parse(model: type[BaseModel], body: Any) -> Any:
     return request
 
 
+# what OpenAI's shape asks of a field that pydantic refused (its message says only what is wrong)
+_SHAPE_FIXES = {
+    "tool_calls": 'give a list of {"id", "type": "function", "function": {"name", "arguments"}}',
+    "tool_call_id": "give the id of the call this result answers",
+    "function": 'give {"name", "arguments"} (tools: {"name", "description", "parameters"})',
+    "content": "give text, or a list of content parts",
+}
+
+
 def _first_error(exc: ValidationError, prefix: str | None = None) -> RequestError:
     """The first of pydantic's errors as a RequestError whose `param` is the field's dotted path
     (a message's role, which pydantic adds to the path of its fields, left out)."""
@@ -238,7 +247,8 @@ def _first_error(exc: ValidationError, prefix: str | None = None) -> RequestErro
             f"{got!r} is not a role OpenAI's API knows" if got is not None else "every message needs a role"
         ) + f": use one of {', '.join(ROLES)}"
     else:
-        message = first["msg"]
+        hint = next((fix for name, fix in _SHAPE_FIXES.items() if name in loc), None)
+        message = first["msg"] + (f": {hint}" if hint else "")
     field = ".".join([*([prefix] if prefix else []), *loc]) or None
     return RequestError(f"{field}: {message}" if field else message, field)
 
