@@ -213,6 +213,12 @@ CASES = [
         r"(?s)^(?!.*sk-live-1234567).*api_key': write the key as a \$\{ENV_VAR\} reference .*\(value not shown",
     ),
     (
+        "a data column's name is shown (not taken for a secret)",
+        lambda t: {"config": {"data": {"prompt_key": ["question"]}}},
+        ConfigError,
+        r"'data.prompt_key': .*\(got \['question'\]\)",
+    ),
+    (
         "literal server secret not echoed",
         lambda t: {"config": {"env": [{"name": "calculator", "env": {"API_TOKEN": "tok-9876543"}}]}},
         ConfigError,

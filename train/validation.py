@@ -54,8 +54,13 @@ _FIXES = {
 }
 
 
-# a field whose value a refusal must not print: it may be the secret it refuses
-SECRET_NAME = re.compile(r"(^|_)(api_?key|key|token|secret|password|credentials?)$", re.IGNORECASE)
+# a field whose value a refusal must not print: it may be the secret it refuses (a bare `key`,
+# or one named for what it unlocks; not a data column's `prompt_key`/`answer_key`)
+SECRET_NAME = re.compile(
+    r"(^|_)(api_?key|access_?key|secret_?key|private_?key|toolbench_key|token|secret|password|credentials?)$"
+    r"|^key$",
+    re.IGNORECASE,
+)
 
 
 def _shown(loc: tuple[Any, ...], value: Any) -> str:
