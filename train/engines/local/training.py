@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import resource
+import shlex
 import shutil
 import statistics
 import time
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
@@ -283,6 +285,8 @@ class LocalTraining:
             f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])}, "
             f"mean reward {_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])} after {cfg.steps} steps; reward curve {summary['reward_curve']}"
         )
+        view = escape(f"aworld-train view {shlex.quote(str(self.folder.path))}")
+        console.print(f"every episode, token by token: [bold]{view}")
         return summary
 
 
