@@ -23,6 +23,10 @@ setup:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || \
 		echo "note: install bubblewrap (apt-get install bubblewrap) for the GAIA python tool's sandbox"
+	@# the viewer's browser tests drive the system's Chromium (Playwright downloads no browser here)
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "note: install chromium (apt-get install chromium) for the viewer's browser tests"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
@@ -61,9 +65,11 @@ test:
 
 demo:
 	$(BIN)/aworld-train run examples/calculator/grpo_local.yaml
+	@echo "every episode of the run, token by token: $(BIN)/aworld-train view runs/calculator"
 
 team-demo:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml
+	@echo "every episode of the run, token by token: $(BIN)/aworld-train view runs/calculator_team"
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml

@@ -69,6 +69,15 @@ def tiny_model_dir(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture(scope="session")
+def tiny_local_run(tmp_path_factory, tiny_model_dir, calculator_url):
+    """A run folder from a short local run (2 steps, evaluations before and after) on the tiny
+    model, its replies partly scripted (tests/viewer_support.py); shared, so read it, never write."""
+    from viewer_support import run_tiny
+
+    return run_tiny(tmp_path_factory.mktemp("tiny-local-run") / "run", tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
 def calculator_server():
     from aworld_train.env.launcher import start_server
 

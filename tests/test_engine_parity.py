@@ -21,11 +21,13 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
 def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.engines.local.learner import build_samples
+    from aworld_train.engines.local.training import episode_notes
     from aworld_train.models import stop_token_ids
     from aworld_train.rollout.batch import run_episodes
     from aworld_train.rollout.chat import ChatRenderer
     from aworld_train.rollout.policy import Generation, ScriptedPolicy
     from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.rollout.token_log import write_episodes
 
     script = GroupScript(tokenizer)
     policy = ScriptedPolicy(tokenizer, lambda prompt: Generation(*script.reply(prompt)))
@@ -38,7 +40,11 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     trajs = asyncio.run(
         run_episodes(trainer.spec, [task], runtime, trainer.reward, samples_per_task=len(OUTCOMES))
     )
-    samples, _ = build_samples(trajs, ["group"] * len(trajs))
+    groups = ["group"] * len(trajs)
+    samples, advantages = build_samples(trajs, groups)
+    # the token files, as LocalTraining writes them for a step
+    notes = episode_notes(len(trajs), groups, samples, advantages, version=0)
+    write_episodes(trainer.run_dir / "tokens", "step_000001", trajs, "train", 1, notes)
     return [
         sample(s.ids, [0] * s.prompt_len + s.mask, [0.0] * s.prompt_len + s.old_logprobs, s.advantage)
         for s in samples
@@ -66,7 +72,8 @@ def verl_samples(trainer, tokenizer) -> list[dict]:
     outputs = []
     for _ in OUTCOMES:  # verl runs each session of the group through its own loop object
         loop = instantiate_like_verl(run, tokenizer, Server())
-        outputs.extend(asyncio.run(loop.run({"temperature": 1.0, "logprobs": True}, **row_kwargs(run))))
+        kwargs = {**row_kwargs(run), "uid": "uid0", "global_steps": 1}  # what verl's V1 worker adds
+        outputs.extend(asyncio.run(loop.run({"temperature": 1.0, "logprobs": True}, **kwargs)))
     width = max(len(o.response_ids) for o in outputs)
     mask, scores = torch.zeros(len(outputs), width), torch.zeros(len(outputs), width)
     for r, out in enumerate(outputs):
@@ -95,6 +102,33 @@ def in_order(samples: list[dict]) -> list[dict]:
     return sorted(samples, key=lambda s: (s["advantage"], s["ids"]))
 
 
+SEGMENT_KEYS = ("agent", "prompt_ids", "response_ids", "response_mask", "turn_starts", "sampled_logprobs")
+
+
+def token_records(run_dir, advantages: bool = True) -> list[dict]:
+    """A run folder's token files for the scripted step, in a common order: what every engine
+    writes alike (verl computes advantages in its trainer, after the loop: it writes none)."""
+    import pyarrow.parquet as pq
+
+    rows = [
+        r
+        for p in sorted((run_dir / "tokens" / "step_000001").glob("part-*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
+    records = [
+        {
+            "status": r["status"],
+            "reward": r["reward"],
+            "step": r["step"],
+            "versions": (r["version_min"], r["version_max"]),
+            "advantage": round(r["advantage"], 5) if advantages and r["advantage"] is not None else None,
+            "segments": [{k: seg[k] for k in SEGMENT_KEYS} for seg in r["segments"]],
+        }
+        for r in rows
+    ]
+    return sorted(records, key=lambda r: (r["status"], r["reward"] or 0.0, json.dumps(r["segments"])))
+
+
 @pytest.fixture
 def engines(tmp_path, calculator_server, monkeypatch, tokenizer):
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
@@ -110,6 +144,16 @@ def test_local_and_verl_give_the_same_samples(engines):
     assert local == verl
 
 
+def test_local_and_verl_write_the_same_token_files(engines, tmp_path):
+    local, verl = (
+        token_records(tmp_path / "local" / "run", advantages=False),
+        token_records(tmp_path / "verl" / "run"),
+    )
+    assert len(local) == len(OUTCOMES)  # the failed episode is kept too, with its status
+    assert [r["status"] for r in local].count("error") == 1
+    assert local == verl
+
+
 @needs_areal
 def test_areal_gives_the_same_samples(engines, tmp_path):
     run = trainer_for(tmp_path / "areal", {**CONFIG, "backend": "areal"}).render()
@@ -121,3 +165,5 @@ def test_areal_gives_the_same_samples(engines, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert in_order(json.loads(out.read_text())) == in_order(engines["local"])
+    # AReaL's workflow wrote the group's token files (the weights of version 0: step 1), advantages too
+    assert token_records(tmp_path / "areal" / "run") == token_records(tmp_path / "local" / "run")

@@ -256,6 +256,16 @@ def test_eval_command_k4_two_checkpoints_writes_table_and_plot(tmp_path, tokeniz
     assert all(isinstance(i, int) for b in server.bodies for i in b["prompt"])
     lines = (tmp_path / "eval_trajectories.jsonl").read_text().splitlines()
     assert len(lines) == 64 and {json.loads(x)["checkpoint"] for x in lines} == {"solver", "guesser"}
+    # every episode's tokens, per checkpoint and seed: `aworld-train view` compares them task by task
+    from aworld_train.viewer.store import Run
+    from aworld_train.viewer.views import compare_sets
+
+    run = Run(tmp_path)
+    sets = {s.name: s for s in run.sets()}
+    assert all(sets[f"eval/{m}/seed_{s}"].has_token_files for m in ("solver", "guesser") for s in (0, 1))
+    compared = compare_sets(run, "eval/guesser/seed_0", run, "eval/solver/seed_0")
+    assert len(compared["tasks"]) == 4 and all(len(t["a"]) == len(t["b"]) == 4 for t in compared["tasks"])
+    assert compared["a_mean"] == pytest.approx(even) and compared["b_mean"] == 1.0
 
 
 def test_eval_against_a_policy_that_answers_in_text_is_refused_before_anything_starts(

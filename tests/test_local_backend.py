@@ -82,6 +82,48 @@ def test_run_folder_holds_everything_a_user_needs(trained):
     assert summary["final_checkpoint"].endswith("step_000002")
 
 
+def test_every_episode_keeps_its_tokens_with_the_learners_logprobs(tiny_local_run):
+    """tokens/: every episode of a step (not only log_trajectories), each trained sample's logprobs
+    as the learner recomputed them, and none (null, never 0) where it computed none. In the shared
+    run the tiny model samples some episodes itself (tests/viewer_support.py): under the weights
+    that sampled them, the learner's logprobs agree with the sampled ones."""
+    import pyarrow.parquet as pq
+    from viewer_support import scripted_logprobs
+
+    scripted = {round(lp, 6) for lp in scripted_logprobs(7)}  # a scripted reply's logprobs are among these
+
+    run = tiny_local_run
+    compared = 0
+    for step in (1, 2):
+        rows = [
+            r
+            for p in (run / "tokens" / f"step_{step:06d}").glob("part-*.parquet")
+            for r in pq.read_table(p).to_pylist()
+        ]
+        assert len(rows) == 6 and {r["step"] for r in rows} == {step}  # batch 2 x group 3
+        assert {r["version_min"] for r in rows} == {step - 1}  # the weights had step - 1 updates
+        for row in rows:
+            (seg,) = row["segments"]
+            assert len(seg["sampled_logprobs"]) == sum(seg["response_mask"])
+            if not row["advantage"]:  # no loss: the learner computed no logprobs for it
+                assert seg["trainer_logprobs"] is None
+                continue
+            assert seg["advantage"] == row["advantage"] and len(seg["trainer_logprobs"]) == sum(
+                seg["response_mask"]
+            )
+            if not all(round(lp, 6) in scripted for lp in seg["sampled_logprobs"]):
+                # aligned token for token (batched sampling and the padded learner differ in rounding)
+                diffs = [
+                    abs(t - s) for t, s in zip(seg["trainer_logprobs"], seg["sampled_logprobs"], strict=True)
+                ]
+                assert sum(d < 1e-3 for d in diffs) >= 0.8 * len(diffs) and sum(diffs) / len(diffs) < 1e-2
+                compared += 1
+    assert compared >= 1  # the tiny model sampled a trained episode of every step
+    for name in ("before", "after"):
+        rows = pq.read_table(next((run / "tokens" / "eval" / name).glob("part-*.parquet"))).to_pylist()
+        assert len(rows) == 2 and all(seg["trainer_logprobs"] is None for r in rows for seg in r["segments"])
+
+
 def test_resume_continues_from_the_latest_checkpoint(trained, tmp_path, tiny_model_dir):
     run, _ = trained
     cfg = config(tmp_path, tiny_model_dir, 3)

@@ -44,6 +44,10 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/rollout/codec.py",
         "aworld_train/aworld/patches.py",
         "aworld_train/protocol.py",
+        # the viewer's page: served from the installed package, nothing built or fetched
+        "aworld_train/viewer/static/index.html",
+        "aworld_train/viewer/static/app.js",
+        "aworld_train/viewer/static/style.css",
     ):
         assert module in names, module
     # every module of the mapped folders ships: a subpackage missing from pyproject's list would not

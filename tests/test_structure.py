@@ -128,7 +128,8 @@ def test_the_rollout_core_imports_neither_aworld_nor_the_config():
 # the layers of docs/ARCHITECTURE.md, top to bottom: a module imports only its own layer and those
 # below (the longest prefix names a module's layer; `aworld_train` alone is the facade's package)
 LAYERS = (
-    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft")),
+    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft",
+                "aworld_train.viewer")),
     ("engines", ("aworld_train.engines",)),
     ("checks and evaluation", ("aworld_train.prerun", "aworld_train.evaluation")),
     ("config", ("aworld_train.config", "aworld_train.dataset", "aworld_train.reward", "aworld_train.dotenv_files",
@@ -181,6 +182,20 @@ def test_engines_never_import_the_facade():
         )
         for m, p in _modules().items()
         if m.startswith(("aworld_train.engines", "aworld_train.rollout", "aworld_train.aworld"))
+    }
+    assert not {m: n for m, n in offenders.items() if n}, offenders
+
+
+def test_only_the_cli_imports_the_viewer():
+    """The viewer reads run folders; nothing that writes them (engines, rollout core) may need it."""
+    offenders = {
+        m: sorted(
+            n
+            for n in _imports(p, module_level_only=False, type_checking=True)
+            if n.startswith("aworld_train.viewer")
+        )
+        for m, p in _modules().items()
+        if not m.startswith(("aworld_train.viewer", "aworld_train.cli"))
     }
     assert not {m: n for m, n in offenders.items() if n}, offenders
 

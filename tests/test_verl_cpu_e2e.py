@@ -98,3 +98,32 @@ def test_a_failed_episode_inside_the_run_is_in_the_metrics_and_carries_no_loss(r
     assert metrics["training/aworld/status/reward_error"] == metrics["training/aworld/failed"] == 2
     assert metrics["training/aworld/episodes"] == 6
     assert metrics["training/aworld/trained"] == 4 and metrics["actor/grad_norm"] > 0
+
+
+def test_every_episode_reaches_the_run_folders_token_files(run):
+    """verl's agent-loop workers write each prompt group's episodes to tokens/step_<global step>/,
+    the failed ones too, with the weight versions verl's server reported (staleness 0 here: the
+    weights of the step before); advantages and trainer logprobs are verl's trainer's, not written."""
+    import pyarrow.parquet as pq
+
+    for step, metrics in run["steps"].items():
+        folder = run["run_dir"] / "tokens" / f"step_{step:06d}"
+        rows = [r for part in folder.glob("part-*.parquet") for r in pq.read_table(part).to_pylist()]
+        assert len(rows) == metrics["training/aworld/episodes"]
+        assert all(len(members) == 2 for members in _groups(rows).values())  # group size 2
+        sampled = [r for r in rows if r["sampled_tokens"]]
+        assert sampled and {(r["version_min"], r["version_max"]) for r in sampled} == {(step - 1, step - 1)}
+        assert all(r["advantage"] is None for r in rows)
+        for row in sampled:
+            for seg in row["segments"]:
+                assert (
+                    len(seg["sampled_logprobs"]) == sum(seg["response_mask"])
+                    and seg["trainer_logprobs"] is None
+                )
+
+
+def _groups(rows: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+    return groups

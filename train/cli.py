@@ -1,4 +1,4 @@
-"""`aworld-train`: run, eval, sft, render, check, env up, data."""
+"""`aworld-train`: run, eval, sft, render, check, view, env up, data."""
 
 from __future__ import annotations
 
@@ -131,6 +131,13 @@ def cmd_env_up(args) -> int:
     return 0
 
 
+def cmd_view(args) -> int:
+    from aworld_train.viewer.server import serve
+
+    serve(args.run_dirs, host=args.host, port=args.port)
+    return 0
+
+
 def cmd_data_agentgym(args) -> int:
     from aworld_train.env.agentgym.data import convert
 
@@ -213,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     with_config(check)
     check.set_defaults(func=cmd_check)
+
+    view = sub.add_parser(
+        "view", help="a local web page over run folders: steps, GRPO groups, episodes token by token, drift"
+    )
+    view.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders (trainer.run_dir)")
+    view.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    view.add_argument("--port", type=int, default=8765, help="port to listen on (0: any free port)")
+    view.set_defaults(func=cmd_view)
 
     env = sub.add_parser("env", help="tool environments")
     env_sub = env.add_subparsers(dest="env_command", required=True)

@@ -2,7 +2,8 @@
 
 Each checkpoint (a run folder, a checkpoint folder or `embedded:<name>`) is evaluated
 once per seed with k samples per task; pass@1, pass@k and mean@k are reported as
-their mean and spread (sample standard deviation, min, max) across seeds. The policy
+their mean and spread (sample standard deviation, min, max) across seeds. Every episode's
+tokens go to `<out_dir>/tokens/<checkpoint>/seed_<seed>/` (`aworld-train view` compares them). The policy
 is the local model, or an OpenAI-compatible completions endpoint (`eval.policy_url`).
 """
 
@@ -24,6 +25,7 @@ from aworld_train.errors import ModelError
 from aworld_train.evaluation.report import EvalReport, evaluate
 from aworld_train.models import EMBEDDED_PREFIX
 from aworld_train.reward import RewardFunction
+from aworld_train.rollout.token_log import TOKENS_DIR, write_episodes
 from aworld_train.rollout.trajectory import Task
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -323,6 +325,7 @@ def run_suite(
                     result.reports[seed] = report
                     extra = {"checkpoint": label, "model": model_ref, "seed": seed, "k": ev.k}
                     report.write_jsonl(out_dir / label / f"seed_{seed}.jsonl", extra)
+                    write_episodes(out_dir / TOKENS_DIR, f"{label}/seed_{seed}", report.trajectories, "eval")
                     if trajectories_path is not None:
                         report.write_jsonl(trajectories_path, extra, append=True)
                     if on_report is not None:

@@ -101,6 +101,7 @@ class SegmentSample:
     sampled_mask: list[int]  # the ledger's: 1 where the policy sampled the token
     response_logprobs: list[float]
     agent: str = ""  # whose ledger it comes from
+    index: int = -1  # its place in the trajectory's segments (the token files key on it)
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,9 @@ def episode_samples(
             sampled_mask=list(seg.response_mask),
             response_logprobs=list(seg.response_logprobs),
             agent=seg.agent,
+            index=index,
         )
-        for seg in traj.segments
+        for index, seg in enumerate(traj.segments)
         if seg.response_ids and seg.agent not in frozen_agents
     ]
     agent_rewards = traj.agent_rewards if usable else {}

@@ -84,6 +84,7 @@ class Episode:
         self._turn_calls = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
+        self._call_made: dict[str, float] = {}  # when each call's reply went to the agent
         self._policy_s = 0.0
         self._policy_calls: dict[object, float] = {}  # policy calls in flight, by their start
         self._started = 0.0
@@ -300,6 +301,11 @@ class Episode:
             assistant["tool_calls"] = reply.tool_calls
         ledger.record(gens[0], assistant)  # the first choice extends the ledger
         self.traj.messages = [_plain(m) for m in messages] + [_plain(assistant)]
+        self.traj.prompt_inputs[role.name] = {
+            "messages": [*messages, assistant],  # as the ledger read them (OpenAI's form)
+            "tools": tools,
+            "few_shot": role.few_shot,
+        }
         if parsed.malformed:
             self._end("malformed_tool_call", "; ".join(parsed.errors))
             return await self._hold()
@@ -466,6 +472,7 @@ class Episode:
             )
             self.traj.tool_calls.append(record)
             self._calls_by_id[call["id"]] = record
+            self._call_made[call["id"]] = time.perf_counter()
         if calls:
             self._arm_watchdog()
 
@@ -496,6 +503,7 @@ class Episode:
             record = self._calls_by_id.get(msg.get("tool_call_id"))
             if record is not None and record.result is None:
                 record.result = content_text(msg.get("content"))
+                record.latency_s = round(time.perf_counter() - self._call_made[record.id], 4)
                 record.error = record.result.startswith(_TOOL_ERROR_PREFIXES)
                 if SERVER_DOWN_MARK in record.result:
                     self._end("tool_server_down", record.result)

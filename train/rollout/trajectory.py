@@ -24,6 +24,9 @@ class ToolCallRecord:
     turn: int = 0  # the LLM call that made it
     user_turn: int = 0  # the user turn it answers
     agent: str = ""  # the agent that made it
+    # from the reply that made the call to its result reaching the agent's next LLM call: the
+    # tool's time and the agent framework's around it; None: no result arrived
+    latency_s: float | None = None
 
 
 @dataclass
@@ -68,6 +71,9 @@ class Trajectory:
     ground_truth: Any = None
     reported_reward: float | None = None  # what the agent reported (the gateway's reward endpoint)
     reported_extras: dict[str, Any] = field(default_factory=dict)
+    # per agent, what its ledger's last prompt was rendered from ({"messages", "tools", "few_shot"}):
+    # the token files keep it, so a viewer can render the conversation afresh and show the drift
+    prompt_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # The single-segment view most consumers want; multi-segment episodes use `segments`.
     @property

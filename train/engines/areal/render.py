@@ -27,6 +27,7 @@ from aworld_train.engines.base import RenderedRun, RunInputs
 from aworld_train.engines.native import Derived, fill
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, task_to_json
+from aworld_train.rollout.token_log import TOKENS_DIR
 
 WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
 ENTRY = "aworld_train.engines.areal.main"
@@ -232,6 +233,7 @@ def render(inputs: RunInputs) -> RenderedRun:
             "group_size": group_size,
             "norm_by_std": cfg.algorithm.norm_adv_by_std,
             "episodes_file": str(inputs.run_dir.resolve() / "episodes.jsonl"),
+            "tokens_dir": str(inputs.run_dir.resolve() / TOKENS_DIR),
         },
         # on a CPU, the entry point serves the policy itself in SGLang's place
         "cpu_server": server_settings(model_path) if is_cpu_run(cfg) else None,

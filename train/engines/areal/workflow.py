@@ -47,6 +47,7 @@ from aworld_train.rollout.codec import (
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.settings import RolloutConfig
+from aworld_train.rollout.token_log import EpisodeNotes, step_set, write_episodes
 from aworld_train.rollout.trajectory import STATUSES, Task, Trajectory
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
@@ -131,6 +132,7 @@ class AgentRow:
     reward: float
     tensors: dict[str, torch.Tensor]
     dropped: int  # the agent's later segments, which AReaL's one row per agent leaves out
+    segment: int = -1  # the segment it holds, by index in the trajectory's segments
 
 
 Episode = tuple[Trajectory, list[AgentRow]]
@@ -166,7 +168,7 @@ def areal_rows(
         loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
         logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
         tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample, sampled), unit.reward)
-        rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1))
+        rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1, sample.index))
     return rows
 
 
@@ -216,10 +218,13 @@ class AWorldWorkflow(RolloutWorkflow):
         group_baseline: bool = True,
         norm_by_std: bool = True,
         episodes_file: str | None = None,
+        tokens_dir: str | None = None,
     ) -> None:
         self.group_size = group_size
         # one JSON line per episode (status, raw reward, advantage, weight version): the run's record
         self.episodes_file = Path(episodes_file) if episodes_file else None
+        # every episode's tokens, one part file per task group (rollout/token_log.py)
+        self.tokens_dir = Path(tokens_dir) if tokens_dir else None
         # training: rewards become group-normalised advantages; evaluation: raw rewards
         self.group_baseline = group_baseline
         self.norm_by_std = norm_by_std
@@ -258,6 +263,7 @@ class AWorldWorkflow(RolloutWorkflow):
         record_stats(episodes)
         if not self.group_baseline:  # evaluation: an episode's first row carries its raw reward
             self.write_episodes(episodes, [None] * len(episodes), "eval")
+            await self.write_tokens(task, episodes, {}, "eval")
             return concat_padded_tensors([rows[0].tensors for _, rows in episodes])
         trainable = [traj.trainable(self.settings.train_on_malformed) for traj, _ in episodes]
         kept = [row for (_, rows), ok in zip(episodes, trainable, strict=True) if ok for row in rows]
@@ -267,6 +273,7 @@ class AWorldWorkflow(RolloutWorkflow):
         )
         trained = {id(row): adv for row, adv in zip(kept, advantages, strict=True)}
         self.write_episodes(episodes, [trained.get(id(rows[0])) for _, rows in episodes], "train")
+        await self.write_tokens(task, episodes, trained, "train")
         if not kept:
             return None  # AReaL drops the task from this step, as it does a rejected one
         return concat_padded_tensors(
@@ -298,6 +305,44 @@ class AWorldWorkflow(RolloutWorkflow):
         self.episodes_file.parent.mkdir(parents=True, exist_ok=True)
         with self.episodes_file.open("a") as out:  # one write per group: lines of a group stay together
             out.write("".join(lines))
+
+    async def write_tokens(
+        self, task: Task, episodes: list[Episode], trained: dict[int, float], phase: str
+    ) -> None:
+        """The group's episodes as one part file of the run's token files. AReaL's workflow does
+        not see the trainer's step: the group goes to the step its newest weights were served in
+        (version v: step v + 1); the trainer's logprobs are computed later, and stay null."""
+        if self.tokens_dir is None:
+            return
+        notes = token_notes(episodes, trained, task.id)
+        newest = max((n.version_span[1] for n in notes if n.version_span), default=NOT_SAMPLED)
+        name = step_set(newest + 1)
+        await asyncio.to_thread(
+            write_episodes,
+            self.tokens_dir,
+            name if phase == "train" else f"eval/{name}",
+            [traj for traj, _ in episodes],
+            phase,
+            newest + 1,
+            notes,
+        )
+
+
+def token_notes(episodes: list[Episode], trained: dict[int, float], group: str) -> list[EpisodeNotes]:
+    """Each episode's group, its trained rows' advantages (by segment) and its weight versions."""
+    notes = []
+    for _, rows in episodes:
+        versions = [
+            int(v) for row in rows for v in row.tensors["versions"].flatten().tolist() if v != NOT_SAMPLED
+        ]
+        note = EpisodeNotes(group=group, version_span=(min(versions), max(versions)) if versions else None)
+        for row in rows:
+            if id(row) in trained:
+                note.segment_advantages[row.segment] = trained[id(row)]
+                if note.advantage is None:
+                    note.advantage = trained[id(row)]
+        notes.append(note)
+    return notes
 
 
 def episode_version(rows: list[AgentRow]) -> int:

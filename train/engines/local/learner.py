@@ -36,6 +36,10 @@ class Sample:
     mask: list[int]  # over response positions
     old_logprobs: list[float]  # over response positions
     advantage: float
+    origin: tuple[int, int] | None = None  # (trajectory, segment) it was built from
+    # the learner's logprobs of the mask-1 tokens, under the weights that sampled them; None
+    # where it computed none (a zero-advantage sample without KL, a later mini-batch)
+    trainer_logprobs: list[float] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -70,6 +74,7 @@ def build_samples(
                     seg.response_mask,
                     seg.response_logprobs,
                     advantage,
+                    origin=(unit.episode, seg.index),
                 )
             )
     return samples, [0.0 if a is None else a for a in advantages]
@@ -126,6 +131,12 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
         k: v.to(device)
         for k, v in {"ids": ids, "attention": attention, "mask": mask, "old": old, "adv": adv}.items()
     }
+
+
+def _hand_back(micro: list[Sample], logprobs: torch.Tensor, mask: torch.Tensor) -> None:
+    """Each sample's logprobs at its loss positions, kept on the sample for the run's token files."""
+    for row, sample in enumerate(micro):
+        sample.trainer_logprobs = logprobs[row][mask[row] > 0].float().tolist()
 
 
 class GRPOLearner:
@@ -223,12 +234,13 @@ class GRPOLearner:
                     else len(micro) / n_seqs
                 )
                 (loss * weight).backward()
-                if mini_index == 0:
+                if mini_index == 0:  # before any update: the weights that sampled these tokens
                     with torch.no_grad():
                         diff = (logprobs.detach() - batch["old"]).abs() * mask
                         mismatch_sum += float(diff.sum())
                         mismatch_max = max(mismatch_max, float(diff.max()))
                         mismatch_tokens += int(mask.sum())
+                        _hand_back(micro, logprobs.detach(), mask)
                 totals["loss"] += float(loss.detach()) * weight / len(minis)
                 totals["pg_loss"] += float(pg.detach()) * weight / len(minis)
                 totals["kl"] += kl_value * weight / len(minis)

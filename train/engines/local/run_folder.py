@@ -3,17 +3,20 @@
 runs/NAME/
   config.yaml  agent_spec.yaml  metrics.jsonl  tensorboard/  reward_curve.png
   trajectories/step_000001.jsonl   eval/before.jsonl  eval/after.jsonl
+  tokens/step_000001/part-*.parquet  tokens/eval/before/part-*.parquet  (rollout/token_log.py)
   checkpoints/step_000010/  (model + tokenizer + trainer_state.pt)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from aworld_train.rollout.token_log import TOKENS_DIR, EpisodeNotes, write_episodes
 from aworld_train.rollout.trajectory import Trajectory
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -62,10 +65,23 @@ class RunFolder:
     ) -> Path:
         path = self.path / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as f:
+        tmp = path.with_name(f".{path.name}.tmp")  # renamed when whole: a reader never sees half
+        with tmp.open("w") as f:
             for traj in trajectories:
                 f.write(json.dumps(traj.to_dict(with_tokens=with_tokens), default=str) + "\n")
+        os.replace(tmp, path)
         return path
+
+    def write_tokens(
+        self,
+        set_name: str,
+        trajectories: list[Trajectory],
+        phase: str,
+        step: int | None,
+        notes: list[EpisodeNotes] | None = None,
+    ) -> Path | None:
+        """Every episode's tokens (tokens/<set_name>/), for `aworld-train view`."""
+        return write_episodes(self.path / TOKENS_DIR, set_name, trajectories, phase, step, notes)
 
     # -- checkpoints ----------------------------------------------------------------
     def checkpoint_dir(self, step: int) -> Path:

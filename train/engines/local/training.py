@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import resource
+import shlex
 import shutil
 import statistics
 import time
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.engines.local.learner import GRPOLearner, build_samples
+from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.errors import ConfigError, RunCannotLearn, no_checkpoint_to_resume
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
@@ -24,6 +26,7 @@ from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.agent_stats import agent_metrics
 from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
 from aworld_train.rollout.local_policy import local_runner
+from aworld_train.rollout.token_log import EpisodeNotes, step_set
 from aworld_train.rollout.trajectory import Task, Trajectory
 
 if TYPE_CHECKING:
@@ -60,6 +63,24 @@ def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -
         "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,
         **agent_metrics(trajs),
     }
+
+
+def episode_notes(
+    count: int, groups: list[str], samples: list[Sample], advantages: list[float], version: int
+) -> list[EpisodeNotes]:
+    """What the token files keep of a step beyond its trajectories: each episode's group, its
+    advantage (None: not trained) and each trained segment's, and the learner's logprobs."""
+    notes = [EpisodeNotes(group=groups[i], version_span=(version, version)) for i in range(count)]
+    for sample in samples:
+        if sample.origin is None:
+            continue
+        episode, segment = sample.origin
+        note = notes[episode]
+        note.advantage = advantages[episode]
+        note.segment_advantages[segment] = sample.advantage
+        if sample.trainer_logprobs is not None:
+            note.trainer_logprobs[segment] = sample.trainer_logprobs
+    return notes
 
 
 def peak_rss_mb() -> float:
@@ -122,6 +143,7 @@ class LocalTraining:
             evaluate(self.runner, self.policy, self.inputs.test_tasks, description=f"eval ({name})")
         )
         self.folder.write_trajectories(f"eval/{name}", report.trajectories)
+        self.folder.write_tokens(f"eval/{name}", report.trajectories, "eval", step)
         self.folder.log(step, report.summary(), prefix="eval")
         console.print(f"[bold]held-out ({name}, step {step}):[/bold] {report.text()}")
         return report
@@ -170,6 +192,9 @@ class LocalTraining:
             self.folder.write_trajectories(
                 f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
             )
+        # every episode's tokens; the weights that sampled them had `step` updates
+        notes = episode_notes(len(trajs), groups, samples, advantages, version=step)
+        self.folder.write_tokens(step_set(step + 1), trajs, "train", step + 1, notes)
         self.folder.log(step + 1, metrics)
         # after the step is logged: a stopped run keeps it
         self.failures.observe(trajs)
@@ -269,6 +294,8 @@ class LocalTraining:
             f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])}, "
             f"mean reward {_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])} after {cfg.steps} steps; reward curve {summary['reward_curve']}"
         )
+        view = escape(f"aworld-train view {shlex.quote(str(self.folder.path))}")
+        console.print(f"every episode, token by token: [bold]{view}")
         return summary
 
 

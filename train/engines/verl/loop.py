@@ -191,6 +191,7 @@ class AWorldAgentLoop(AgentLoopBase):
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
         super().__init__(*args, **kwargs)
+        self.run_dir = run_dir
         if env_servers:  # this node's `env:` servers, before the agent resolves its URLs
             node_server_urls(plain(env_servers), run_dir or ".")
         verl_rollout = self.rollout_config
@@ -232,4 +233,9 @@ class AWorldAgentLoop(AgentLoopBase):
         await report_episode(
             kwargs, traj, [out.extra_fields["reward_extra_info"]["agent"] for out in outputs]
         )
+        if self.run_dir:  # the episode's tokens, in the run folder's token files
+            from aworld_train.engines.verl.tokens import group_writer, record_episode
+
+            n, val_n = int(self.rollout_config.n), int(self.rollout_config.val_kwargs.n)
+            await record_episode(group_writer(self.run_dir), kwargs, traj, policy.extra_fields, n, val_n)
         return outputs

@@ -30,6 +30,7 @@ from aworld_train.engines.verl.cluster import (
     refuse_resources,
 )
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
+from aworld_train.engines.verl.tokens import SPLIT_FIELD
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
@@ -287,8 +288,9 @@ def validate(final) -> None:
         raise ConfigError(f"verl rejects the rendered config: {exc}") from None
 
 
-def write_parquet(tasks, path: Path) -> None:
-    """verl's row layout (chat `prompt`, `reward_model`, `agent_name`); the task itself rides in extra_info."""
+def write_parquet(tasks, path: Path, split: str = "train") -> None:
+    """verl's row layout (chat `prompt`, `reward_model`, `agent_name`); the task itself rides in
+    extra_info, with the split the row is of (the token files tell validation episodes by it)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -298,7 +300,12 @@ def write_parquet(tasks, path: Path) -> None:
             "data_source": task.data_source,
             "agent_name": AGENT_NAME,
             "reward_model": {"style": "rule", "ground_truth": ground_truth_text(task.ground_truth)},
-            "extra_info": {"index": index, "task_id": task.id, TASK_FIELD: task_to_json(task)},
+            "extra_info": {
+                "index": index,
+                "task_id": task.id,
+                SPLIT_FIELD: split,
+                TASK_FIELD: task_to_json(task),
+            },
         }
         for index, task in enumerate(tasks)
     ]
@@ -343,7 +350,7 @@ def render(inputs: RunInputs) -> RenderedRun:
     if inputs.train_tasks:
         write_parquet(inputs.train_tasks, folder / "train.parquet")
     if inputs.test_tasks or inputs.train_tasks:
-        write_parquet(inputs.test_tasks or inputs.train_tasks, folder / "val.parquet")
+        write_parquet(inputs.test_tasks or inputs.train_tasks, folder / "val.parquet", "val")
     spec_path = inputs.spec.write(folder / "agent_spec.yaml")
     rollout = cfg.rollout.model_dump(mode="json")
     loop_entry = {
