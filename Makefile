@@ -65,11 +65,9 @@ test:
 
 demo:
 	$(BIN)/aworld-train run examples/calculator/grpo_local.yaml
-	@echo "every episode of the run, token by token: $(BIN)/aworld-train view runs/calculator"
 
 team-demo:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml
-	@echo "every episode of the run, token by token: $(BIN)/aworld-train view runs/calculator_team"
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml
