@@ -106,13 +106,14 @@ class LocalTraining:
             self.cfg.rollout.temperature,
             self.policy.pad_id,
             ref,
-            lock=self.policy.lock,
+            lock=self.policy.weights_update,  # each update is a new weight version
         )
         self.failures = FailureStreak(self.cfg.trainer.stop_after_failed_steps)
         if latest:
             state = torch.load(latest[1] / "trainer_state.pt", weights_only=False)
             self.learner.load_state_dict(state["learner"])
             self.start_step = state["step"]
+            self.policy.version = state.get("version", self.start_step)
             console.print(f"resuming from {latest[1]} (step {self.start_step})")
         (self.folder.path / "config.yaml").write_text(self.cfg.render())
         inputs.spec.write(self.folder.path / "agent_spec.yaml")
@@ -133,7 +134,10 @@ class LocalTraining:
         with self.policy.lock:
             self.model.save_pretrained(tmp)
         self.tokenizer.save_pretrained(tmp)
-        torch.save({"step": step, "learner": self.learner.state_dict()}, tmp / "trainer_state.pt")
+        torch.save(
+            {"step": step, "version": self.policy.version, "learner": self.learner.state_dict()},
+            tmp / "trainer_state.pt",
+        )
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)

@@ -86,18 +86,20 @@ class AWorldCPUServer:
             log_probs=list(gen.logprobs) if sampling_params.get("logprobs") else None,
             stop_reason="completed",
             num_preempted=0,
-            extra_fields={"global_steps": self.global_steps},
+            # the version stamped while the batch held the weights: a load that lands while this
+            # request waits cannot make it report weights it did not use
+            extra_fields={"global_steps": self.policy.version if gen.version is None else gen.version},
         )
 
     async def load_weights(self, named: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
-        loaded = await asyncio.to_thread(self._load, named)
-        self.global_steps = global_steps
+        loaded = await asyncio.to_thread(self._load, named, global_steps)
+        self.global_steps = self.policy.version
         self.weight_loads += 1
         return loaded
 
-    def _load(self, named: list[tuple[str, torch.Tensor]]) -> int:
+    def _load(self, named: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
         try:
-            return self.policy.load_weights(dict(named))
+            return self.policy.load_weights(dict(named), version=global_steps)
         except RuntimeError as exc:
             raise RuntimeError(f"{NAME}: {exc}") from exc
 
@@ -109,7 +111,13 @@ class AWorldCPUServer:
         }
 
     async def set_global_steps(self, global_steps: int) -> None:
-        self.global_steps = global_steps
+        # verl's name for the version of the weights this server holds (its vLLM server's too)
+        await asyncio.to_thread(self._set_version, global_steps)
+
+    def _set_version(self, global_steps: int) -> None:
+        with self.policy.lock:
+            self.policy.version = int(global_steps)
+        self.global_steps = int(global_steps)
 
     # control calls verl makes on every server; a CPU model has no cache to free or engine to pause
     async def wake_up(self, tags: list[str] | None = None) -> None: ...
