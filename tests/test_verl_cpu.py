@@ -194,15 +194,15 @@ def store(monkeypatch):
     return fake
 
 
-def _sampler(refill, limit):
+def _sampler(refill, limit, mode="sync", threshold=None):
     from omegaconf import OmegaConf
 
-    from aworld_train.engines.verl.episodes import EpisodeStatusSampler
+    from aworld_train.engines.verl.episodes import EpisodeStatusSampler, EpisodeStatusSamplerAsync
 
-    return EpisodeStatusSampler(
-        trainer_mode="sync",
+    return (EpisodeStatusSampler if mode == "sync" else EpisodeStatusSamplerAsync)(
+        trainer_mode=mode,
         trainer_config=OmegaConf.create({}),
-        max_off_policy_threshold=None,
+        max_off_policy_threshold=threshold,
         max_off_policy_strategy="drop",
         sampler_kwargs=OmegaConf.create({"refill_failed_groups": True, "failed_groups_limit": limit}),
         refill_fn=refill,
@@ -241,3 +241,41 @@ def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store)
     ):
         _sampler(refill, limit=3).sample(1, "train", 1)
     assert refills == [1, 1]
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_the_async_trainers_replace_a_group_with_no_episode_to_train_as_sync_does(store, mode):
+    """verl's async buffer replaces only groups whose loop raised; ours, every group it cannot train."""
+    store.group("a", ["tool_timeout", "tool_timeout"])
+    store.group("b", ["ok", "ok"])
+    replaced = []
+
+    def refill(count):
+        replaced.append(count)
+        store.group("c", ["ok", "malformed_tool_call"])
+
+    batch, metrics = _sampler(refill, limit=6, mode=mode).sample(1, "train", 2)
+    assert replaced == [1] and sorted(batch.keys) == ["b_0", "b_1", "c_0"]
+    assert metrics["training/aworld/episodes"] == 6 and metrics["training/aworld/trained"] == 3
+    assert metrics["training/aworld/status/tool_timeout"] == 2
+    assert store.data["aworld_episodes"] == {}
+
+
+def test_a_stale_group_verl_drops_takes_its_episode_tags_with_it(store):
+    """Past `max_off_policy_threshold` steps verl evicts a finished group and samples a fresh one in
+    its place (training/off_policy/evicted_samples); its episodes are neither trained nor failed."""
+    store.group("old", ["ok", "ok"])
+    store.group("new", ["ok", "ok"])
+    store.data["train"]["new"]["global_steps"] = 3
+    refills = []
+
+    def refill(count):
+        refills.append(count)
+        store.group("fresh", ["ok", "ok"])
+        store.data["train"]["fresh"]["global_steps"] = 3
+
+    batch, metrics = _sampler(refill, limit=6, mode="colocate_async", threshold=2).sample(3, "train", 2)
+    assert refills == [1] and metrics["training/off_policy/evicted_samples"] == 1
+    assert sorted(batch.keys) == ["fresh_0", "fresh_1", "new_0", "new_1"]
+    assert metrics["training/aworld/episodes"] == 4 and metrics["training/aworld/failed"] == 0
+    assert store.data["aworld_episodes"] == {}  # the stale group's tags went with it

@@ -101,7 +101,7 @@ def cpu_env() -> dict[str, str]:
 
 def sampler_derived(cfg: TrainConfig) -> list[Derived]:
     """verl's replay buffer with episode statuses in its metrics, replacing prompt groups that have
-    no episode to train (engines/verl/episodes.py); a run may say
+    no episode to train (engines/verl/episodes.py), in every trainer mode; a run may say
     `trainer.v1.sampler.sync_refill_failed_groups: false` to keep them.
 
     verl hands a custom sampler none of its DAPO group-filtering settings, so a run that enables
@@ -110,8 +110,7 @@ def sampler_derived(cfg: TrainConfig) -> list[Derived]:
         return []
     mode = _native(cfg, "trainer.v1.trainer_mode") or "sync"
     name = "EpisodeStatusSampler" if mode == "sync" else "EpisodeStatusSamplerAsync"
-    given = _native(cfg, "trainer.v1.sampler.sync_refill_failed_groups")
-    refill = mode == "sync" and given is not False
+    refill = _native(cfg, "trainer.v1.sampler.sync_refill_failed_groups") is not False
     return [
         Derived("trainer.v1.sampler.custom_sampler.path", str(EPISODES_FILE)),
         Derived("trainer.v1.sampler.custom_sampler.name", name),

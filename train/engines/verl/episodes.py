@@ -17,10 +17,14 @@ trainer and returns them with its sampling metrics, which verl merges into the s
 A prompt group none of whose episodes can be trained (every one failed, or malformed) is
 replaced by a fresh prompt, as verl's `trainer.v1.sampler.sync_refill_failed_groups` does for
 its own buffer: without that, a batch of such groups stops verl's sync trainer with a
-RuntimeError. verl hands a custom sampler none of its refill settings
-(trainer_base._build_replay_buffer), so the render passes ours in `sampler_kwargs`. A policy
-that only fails would be refilled forever: after `failed_groups_limit` such groups in a row
-(trainer.stop_after_failed_steps steps' worth) the run stops with their statuses.
+RuntimeError, and verl's asynchronous trainers would train a smaller batch (verl's async buffer
+replaces only groups whose loop raised: replay_buffer.ReplayBufferAsync._terminal_eviction_reasons).
+verl hands a custom sampler none of its refill settings (trainer_base._build_replay_buffer), so
+the render passes ours in `sampler_kwargs`. A policy that only fails would be refilled forever:
+after `failed_groups_limit` such groups in a row (trainer.stop_after_failed_steps steps' worth)
+the run stops with their statuses. The asynchronous trainers also drop groups older than
+`trainer.v1.sampler.max_off_policy_threshold` steps (verl logs them as
+training/off_policy/evicted_samples); their episodes' tags go with them, uncounted.
 """
 
 from __future__ import annotations
@@ -99,9 +103,11 @@ class _EpisodeStatuses:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         options = dict(self.sampler_kwargs or {})
-        if options.get("refill_failed_groups") and self.trainer_mode == "sync":
+        self._refill_failed = bool(options.get("refill_failed_groups"))
+        if self._refill_failed and self.trainer_mode == "sync":
             # the render derived trainer.v1.sampler.sync_refill_failed_groups, so verl's
-            # dataloader fetches one prompt at a time, as a refill needs
+            # dataloader fetches one prompt at a time, as a refill needs (the asynchronous
+            # trainers always do: trainer_base._init_dataloader)
             self.sync_refill_failed_groups = True
             self.gen_batch_size = 1
         self._failed_groups_limit = int(options.get("failed_groups_limit", 0))
@@ -110,7 +116,7 @@ class _EpisodeStatuses:
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
         stale, dapo, failed, counts = super()._terminal_eviction_reasons(global_steps, partition_id)
-        if self.sync_refill_failed_groups and partition_id != "val":
+        if self._refill_failed and partition_id != "val":
             # verl marks a prompt `failure` only when its loop raised; ours returns no output for an
             # episode it cannot train, and verl marks such a group `finished`, with nothing in it
             materializable = {key.split("_")[0] for key in self.partitions[partition_id]}
@@ -121,6 +127,17 @@ class _EpisodeStatuses:
             if self._failed_groups_limit and len(self._failed_in_a_row) >= self._failed_groups_limit:
                 raise RunCannotLearn(self._cannot_learn_message())
         return reasons
+
+    def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
+        stale, _dapo, failed, _counts = eviction_reasons
+        dropped = stale - failed  # too old to train: not a failure, and never sampled
+        if dropped and partition_id != "val":
+            keys = [key for key in _tags() if key.rsplit("_", 1)[0] in dropped]
+            if keys:
+                import transfer_queue as tq
+
+                tq.kv_clear(keys=keys, partition_id=PARTITION)
+        return super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
 
     def _cannot_learn_message(self) -> str:
         tags = [tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in self._failed_in_a_row]
