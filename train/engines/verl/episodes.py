@@ -39,6 +39,7 @@ from aworld_train.rollout.failure_streak import FIXES
 from aworld_train.rollout.trajectory import STATUSES, Trajectory
 
 PARTITION = "aworld_episodes"
+ERROR_CHARS = 400  # of an episode's error, kept with its tag for the message that stops a run
 
 
 async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: list[str]) -> None:
@@ -51,6 +52,7 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
 
     tag = {
         "status": traj.status,
+        "error": clipped(traj.error or ""),
         "trained": bool(agents),
         "reward": float(traj.reward or 0.0),
         "history_rewrites": traj.history_rewrites,
@@ -64,6 +66,13 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
         },
     }
     await tq.async_kv_put(key=f"{uid}_{session}", partition_id=PARTITION, tag=tag)
+
+
+def clipped(text: str) -> str:
+    """An error's start and end (a Ray error's cause comes last, after its traceback)."""
+    if len(text) <= ERROR_CHARS:
+        return text
+    return f"{text[: ERROR_CHARS // 3]} ... {text[-(ERROR_CHARS - ERROR_CHARS // 3) :]}"
 
 
 def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]:
@@ -145,10 +154,12 @@ class _EpisodeStatuses:
         listed = ", ".join(f"{status} {count}" for status, count in statuses.most_common())
         cause = statuses.most_common(1)[0][0] if statuses else ""
         fix = FIXES.get(cause, "see the episodes' errors in the engine log")
+        example = next((t["error"] for t in tags if t.get("status") == cause and t.get("error")), "")
         return (
             f"no episode of the last {len(self._failed_in_a_row)} prompt groups could be trained "
-            f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}. "
-            "trainer.stop_after_failed_steps=0 keeps such a run going"
+            f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}"
+            + (f" (one {cause} episode's error: {example})" if example else "")
+            + ". trainer.stop_after_failed_steps=0 keeps such a run going"
         )
 
     def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
