@@ -3,9 +3,10 @@
 Every prompt sent to the policy is the ledger itself. Sampled ids are appended
 as they came (mask 1, with their logprobs and the weight version that sampled
 each); everything else the template adds (tool results, new user turns, closing
-tags) is appended as a template delta (mask 0, version NO_VERSION). History is never re-rendered: when the agent's messages stop extending
-what the ledger holds (a summary, a truncation, a changed tool list), the ledger
-starts a new segment.
+tags) is appended as a template delta (mask 0, version NO_VERSION). History is
+never re-rendered: when the agent's messages stop extending what the ledger
+holds (a summary, a truncation, a changed tool list), the ledger starts a new
+segment.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from aworld_train.engines.native import BLANK, get
 from aworld_train.errors import ConfigError
 
 MODES = ("sync", "colocate_async", "separate_async")
-ASYNC_MODES = MODES[1:]
 MINI_BATCH = "actor_rollout_ref.actor.ppo_mini_batch_size"
 
 

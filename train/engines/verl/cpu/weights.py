@@ -14,6 +14,7 @@ one machine.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,7 +46,10 @@ class WeightsMailbox:
             return self.refs
 
 
+@functools.cache
 def mailbox():
+    """The run's one mailbox, started by whichever process asks first (once per process: looking it
+    up anew took seconds a call)."""
     return ray.remote(WeightsMailbox).options(name=MAILBOX, get_if_exists=True, num_cpus=0).remote()
 
 
@@ -56,6 +60,7 @@ class CPUCheckpointEngine(CheckpointEngine):
 
     def __init__(self, bucket_size: int = 0, is_master: bool = False, **_: Any) -> None:
         self.is_master = is_master
+        mailbox()  # its process starts now, not at the first weight push
 
     def prepare(self) -> dict[str, Any]:
         return {}
