@@ -330,3 +330,39 @@ def test_a_cpu_run_is_the_gpu_render_with_one_switch(tmp_path):
     assert workflow["cpu_server"] == {"model": cpu.final["actor"]["path"]}
     assert yaml.safe_load((gpu.folder / "workflow.yaml").read_text())["cpu_server"] is None
     assert cpu.command[1:3] == gpu.command[1:3] == ("-m", "aworld_train.engines.areal.main")
+
+
+def test_the_cpu_policy_server_drops_an_answer_the_weights_changed_under(tiny_model_dir, tokenizer, stop_ids):
+    """A request admitted before AReaL paused for an update, but sampled after the new weights loaded,
+    would be stamped by AReaL with the version it knows then, perhaps the old one: the server answers
+    it as SGLang answers a request its pause aborted before prefill (no tokens; AReaL asks again), and
+    reports the version of the weights that sampled every answer it gives."""
+    import asyncio
+
+    import torch
+
+    from aworld_train.engines.areal.cpu.server import PolicyServer
+    from aworld_train.models import load_model
+    from aworld_train.rollout.local_policy import LocalPolicy
+
+    policy = LocalPolicy(load_model(str(tiny_model_dir), dtype=torch.float32), tokenizer, stop_ids)
+    server = PolicyServer(policy, max_len=256)
+    body = {"input_ids": tokenizer.encode("What is 2 + 2?"), "sampling_params": {"max_new_tokens": 4}}
+    answer = asyncio.run(server.generate(body))
+    assert answer["output_ids"] and answer["meta_info"]["weight_version"] == 0
+
+    sample = policy.generate
+
+    async def load_lands_first(prompt, sampling):  # the load takes the weights before this batch
+        policy.load_weights({k: v.clone() for k, v in policy.model.state_dict().items()}, version=1)
+        return await sample(prompt, sampling)
+
+    policy.generate = load_lands_first
+    answer = asyncio.run(server.generate(body))
+    assert answer["meta_info"]["finish_reason"]["type"] == "abort"
+    assert answer["meta_info"]["finish_reason"]["message"].startswith("Abort before prefill")
+    assert answer["output_ids"] == [] and answer["meta_info"]["output_token_logprobs"] == []
+    assert server.served["discarded"] > 0
+    policy.generate = sample
+    answer = asyncio.run(server.generate(body))
+    assert answer["output_ids"] and answer["meta_info"]["weight_version"] == 1

@@ -30,7 +30,12 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.rollout.token_log import write_episodes
 
     script = GroupScript(tokenizer)
-    policy = ScriptedPolicy(tokenizer, lambda prompt: Generation(*script.reply(prompt)))
+
+    def reply(prompt: list[int]) -> Generation:  # the first step's weights, version 0, as on verl
+        ids, logprobs, *rest = script.reply(prompt)
+        return Generation(ids, logprobs, *rest, versions=[0] * len(ids))
+
+    policy = ScriptedPolicy(tokenizer, reply)
     rollout = trainer.config.rollout
     renderer = ChatRenderer(
         tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
@@ -43,7 +48,7 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     groups = ["group"] * len(trajs)
     samples, advantages = build_samples(trajs, groups)
     # the token files, as LocalTraining writes them for a step
-    notes = episode_notes(len(trajs), groups, samples, advantages, version=0)
+    notes = episode_notes(len(trajs), groups, samples, advantages)
     write_episodes(trainer.run_dir / "tokens", "step_000001", trajs, "train", 1, notes)
     return [
         sample(s.ids, [0] * s.prompt_len + s.mask, [0.0] * s.prompt_len + s.old_logprobs, s.advantage)

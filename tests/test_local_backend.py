@@ -29,6 +29,14 @@ def config(tmp_path, model_dir, steps):
     }
 
 
+def versions(path) -> set[tuple[int, int]]:
+    """The (oldest, newest) weight versions of the episodes in a trajectory JSONL that sampled."""
+    episodes = [json.loads(line) for line in path.read_text().splitlines()]
+    found = {(e["min_version"], e["max_version"]) for e in episodes if e["min_version"] is not None}
+    assert found, path
+    return found
+
+
 @pytest.fixture
 def trained(tmp_path, tiny_model_dir):
     summary = AgentTrainer(
@@ -72,6 +80,10 @@ def test_run_folder_holds_everything_a_user_needs(trained):
         assert key in train_rows[0], key
     assert train_rows[0]["logprob_mismatch_mean"] < 1e-3
     assert len((run / "trajectories" / "step_000001.jsonl").read_text().splitlines()) == 2
+    # every sampled token's weight version is the count of the learner's updates before it
+    assert versions(run / "trajectories/step_000001.jsonl") == {(0, 0)}
+    assert versions(run / "trajectories/step_000002.jsonl") == {(1, 1)}
+    assert versions(run / "eval/before.jsonl") == {(0, 0)} and versions(run / "eval/after.jsonl") == {(2, 2)}
     for step in (1, 2):
         ckpt = run / "checkpoints" / f"step_{step:06d}"
         assert (
@@ -136,6 +148,7 @@ def test_resume_continues_from_the_latest_checkpoint(trained, tmp_path, tiny_mod
     ]
     assert steps == [1, 2, 3]
     assert (run / "checkpoints" / "step_000003" / "trainer_state.pt").is_file()
+    assert versions(run / "trajectories/step_000003.jsonl") == {(2, 2)}  # the version resumed too
 
 
 def test_a_reward_that_fails_on_every_episode_stops_the_run_at_that_step(tmp_path, tiny_model_dir):

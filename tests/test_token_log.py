@@ -75,9 +75,11 @@ def test_what_the_engine_knows_is_kept_per_sampled_token():
         advantage=0.5,
         segment_advantages={0: 0.5, 1: -0.25},
         trainer_logprobs={0: [-0.11, -0.19, -0.33]},
-        versions={1: [4, 5]},
         version_span=(3, 3),
     )
+    solver_segment = traj.segments[1]
+    solver_segment.response_versions = [5 if m else -1 for m in solver_segment.response_mask]
+    solver_segment.response_versions[solver_segment.response_mask.index(1)] = 4
     row = episode_row(traj, "train", 5, notes)
     planner, solver = row["segments"]
     assert planner["trainer_logprobs"] == [-0.11, -0.19, -0.33] and solver["trainer_logprobs"] is None
@@ -94,7 +96,7 @@ def test_what_the_engine_knows_is_kept_per_sampled_token():
 
 def test_a_segments_own_versions_are_read_where_the_rollout_core_records_them():
     traj = team_episode()
-    traj.segments[0].versions = [7, 7, -1, -1, 8]  # one per response token, -1 where not sampled
+    traj.segments[0].response_versions = [7, 7, -1, -1, 8]  # one per response token, -1 where not sampled
     row = episode_row(traj, "train", 9)
     assert row["segments"][0]["versions"] == [7, 7, 8]
     assert (row["version_min"], row["version_max"]) == (7, 8)

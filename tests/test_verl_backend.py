@@ -279,6 +279,31 @@ def test_outputs_carry_the_weight_versions_and_stop_tokens_verl_needs(verl_run, 
     assert all(im_end in call[2]["stop_token_ids"] for call in server.calls)
 
 
+def test_each_call_stamps_its_tokens_with_the_version_verl_reports(tokenizer):
+    """verl's server names the weight version of each call (`global_steps`); a call its partial
+    rollout resumed on newer weights names only the span, so its tokens' versions are unknown."""
+    from aworld_train.engines.verl.loop import VerlServerPolicy
+    from aworld_train.rollout.ledger import NO_VERSION
+    from aworld_train.rollout.policy import SamplingParams
+
+    server = FakeLLMServerClient(tokenizer, lambda _: "hello")
+    policy = VerlServerPolicy(server, {"temperature": 1.0})
+    first = asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
+    second = asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
+    assert first.versions == [7] * len(first.token_ids) and second.version == 8
+    assert (policy.extra_fields["min_global_steps"], policy.extra_fields["max_global_steps"]) == (7, 8)
+
+    async def resumed(request_id, **kwargs):  # aborted at version 8, finished on version 9
+        out = await FakeLLMServerClient.generate(server, request_id, **kwargs)
+        out.extra_fields = {"global_steps": 9, "min_global_steps": 8, "max_global_steps": 9}
+        return out
+
+    server.generate = resumed
+    spanning = asyncio.run(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=8)))
+    assert spanning.versions == [NO_VERSION] * len(spanning.token_ids)
+    assert policy.extra_fields["max_global_steps"] == 9  # the span still reaches verl
+
+
 def test_a_failed_episode_gives_verl_no_sample(verl_run, tokenizer):
     """verl's V1 trainer leaves an agent loop that returns no output out of its group: no loss,
     no place in the baseline."""
@@ -530,6 +555,7 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
+    (Path(run.final.trainer.default_local_dir) / "global_step_1").mkdir(parents=True)  # one to resume
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     printed = "import sys; print('ARGS', sys.argv[1:])"
     monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))

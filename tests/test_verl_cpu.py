@@ -180,7 +180,7 @@ class FakeStore:
         for i, status in enumerate(statuses):
             if status == "ok":
                 train[f"{uid}_{i}"] = {"reward": 1.0}
-            tag = {"status": status, "trained": status == "ok", "reward": 0.0}
+            tag = {"status": status, "trained": status == "ok", "reward": 0.0, "error": f"why {status}"}
             self.data.setdefault("aworld_episodes", {})[f"{uid}_{i}"] = tag
 
 
@@ -194,15 +194,15 @@ def store(monkeypatch):
     return fake
 
 
-def _sampler(refill, limit):
+def _sampler(refill, limit, mode="sync", threshold=None):
     from omegaconf import OmegaConf
 
-    from aworld_train.engines.verl.episodes import EpisodeStatusSampler
+    from aworld_train.engines.verl.episodes import EpisodeStatusSampler, EpisodeStatusSamplerAsync
 
-    return EpisodeStatusSampler(
-        trainer_mode="sync",
+    return (EpisodeStatusSampler if mode == "sync" else EpisodeStatusSamplerAsync)(
+        trainer_mode=mode,
         trainer_config=OmegaConf.create({}),
-        max_off_policy_threshold=None,
+        max_off_policy_threshold=threshold,
         max_off_policy_strategy="drop",
         sampler_kwargs=OmegaConf.create({"refill_failed_groups": True, "failed_groups_limit": limit}),
         refill_fn=refill,
@@ -237,7 +237,9 @@ def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store)
         store.group(f"g{len(refills)}", ["malformed_tool_call", "malformed_tool_call"])
 
     with pytest.raises(
-        RunCannotLearn, match="last 3 prompt groups.*malformed_tool_call 6.*rollout.tool_parser"
+        RunCannotLearn,
+        match="last 3 prompt groups.*malformed_tool_call 6.*rollout.tool_parser.*"
+        "one malformed_tool_call episode's error: why malformed_tool_call",
     ):
         _sampler(refill, limit=3).sample(1, "train", 1)
     assert refills == [1, 1]
@@ -255,3 +257,160 @@ def test_a_group_whose_every_reward_failed_stops_the_run_at_once(store):
     ):
         _sampler(refills.append, limit=30).sample(1, "train", 1)
     assert refills == []
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_the_async_trainers_replace_a_group_with_no_episode_to_train_as_sync_does(store, mode):
+    """verl's async buffer replaces only groups whose loop raised; ours, every group it cannot train."""
+    store.group("a", ["tool_timeout", "tool_timeout"])
+    store.group("b", ["ok", "ok"])
+    replaced = []
+
+    def refill(count):
+        replaced.append(count)
+        store.group("c", ["ok", "malformed_tool_call"])
+
+    batch, metrics = _sampler(refill, limit=6, mode=mode).sample(1, "train", 2)
+    assert replaced == [1] and sorted(batch.keys) == ["b_0", "b_1", "c_0"]
+    assert metrics["training/aworld/episodes"] == 6 and metrics["training/aworld/trained"] == 3
+    assert metrics["training/aworld/status/tool_timeout"] == 2
+    assert store.data["aworld_episodes"] == {}
+
+
+def test_a_stale_group_verl_drops_takes_its_episode_tags_with_it(store):
+    """Past `max_off_policy_threshold` steps verl evicts a finished group and samples a fresh one in
+    its place (training/off_policy/evicted_samples); its episodes are neither trained nor failed."""
+    store.group("old", ["ok", "ok"])
+    store.group("new", ["ok", "ok"])
+    store.data["train"]["new"]["global_steps"] = 3
+    refills = []
+
+    def refill(count):
+        refills.append(count)
+        store.group("fresh", ["ok", "ok"])
+        store.data["train"]["fresh"]["global_steps"] = 3
+
+    batch, metrics = _sampler(refill, limit=6, mode="colocate_async", threshold=2).sample(3, "train", 2)
+    assert refills == [1] and metrics["training/off_policy/evicted_samples"] == 1
+    assert sorted(batch.keys) == ["fresh_0", "fresh_1", "new_0", "new_1"]
+    assert metrics["training/aworld/episodes"] == 4 and metrics["training/aworld/failed"] == 0
+    assert store.data["aworld_episodes"] == {}  # the stale group's tags went with it
+
+
+# -- verl's trainer modes --------------------------------------------------------------------------
+
+
+def _mode(tmp_path, tiny_model_dir, mode, **native):
+    """A CPU render in verl trainer mode `mode`, with more native keys (dotted)."""
+    from aworld_train.engines.native import put
+
+    verl = {"trainer": {"device": "cpu", "v1": {"trainer_mode": mode}}}
+    for key, value in native.items():
+        put(verl, key, value)
+    return trainer_for(tmp_path, _config(tiny_model_dir, verl))
+
+
+def test_separate_async_on_a_cpu_gets_a_standalone_rollout_of_its_own(tmp_path, tiny_model_dir):
+    """verl's separate trainer needs rollout resources of its own and a checkpoint engine other than
+    naive; on a CPU: one slot beside the actor's and the aworld_cpu engine (Ray's object store)."""
+    trainer = _mode(
+        tmp_path, tiny_model_dir, "separate_async", **{"trainer.v1.separate_async.parameter_sync_step": 2}
+    )
+    final = trainer.render().final
+    rollout = final.actor_rollout_ref.rollout
+    assert (rollout.nnodes, rollout.n_gpus_per_node, rollout.checkpoint_engine.backend) == (
+        1,
+        1,
+        "aworld_cpu",
+    )
+    assert final.ray_kwargs.ray_init.num_gpus == 2  # the actor's slot and the rollout's
+    assert final.actor_rollout_ref.hybrid_engine is True
+    # verl asserts train_batch_size == parameter_sync_step * ppo_mini_batch_size: derived
+    assert final.actor_rollout_ref.actor.ppo_mini_batch_size * 2 == final.data.train_batch_size
+    sampler = final.trainer.v1.sampler
+    assert sampler.custom_sampler.name == "EpisodeStatusSamplerAsync"
+    assert sampler.sampler_kwargs.refill_failed_groups is True
+
+    from aworld_train.engines.verl.checks import preflight
+
+    lines = {check.name: check for check in preflight(trainer.run_inputs(), trainer.render())}
+    assert lines["trainer mode"].detail.startswith(
+        "separate_async: rollout on 1 node(s) x 1 slot(s) of its own (and the trainer's until training "
+        "starts), weights pushed every 2 local update(s) through checkpoint engine aworld_cpu; groups "
+        "older than 8 steps dropped and replaced"
+    )
+
+
+def test_the_check_says_what_an_async_mode_does_with_the_run(tmp_path, tiny_model_dir):
+    from aworld_train.engines.verl.modes import mode_summary
+
+    native = {
+        "algorithm.rollout_correction.rollout_is": "token",
+        "trainer.v1.sampler.max_off_policy_threshold": 2,
+    }
+    final = _mode(tmp_path, tiny_model_dir, "colocate_async", **native).render().final
+    assert mode_summary(final) == (
+        "colocate_async: rollout on the trainer's slots samples the next step's groups while the actor "
+        "trains; groups older than 2 steps dropped and replaced (trainer.v1.sampler.max_off_policy_threshold); "
+        "stale tokens weighed by token-level importance ratios capped at 2.0 (algorithm.rollout_correction)"
+    )
+    final = _mode(tmp_path / "sync", tiny_model_dir, "sync").render().final
+    assert mode_summary(final).startswith("sync: each step samples its groups with the current weights")
+
+
+@pytest.mark.parametrize(
+    ("mode", "native", "refusal"),
+    [
+        (
+            "fully_async",
+            {},
+            "trainer_mode='fully_async': verl's V1 trainer has sync, colocate_async, separate_async",
+        ),
+        (
+            "colocate_async",
+            {"actor_rollout_ref.hybrid_engine": False},
+            "which only trainer_mode separate_async has",
+        ),
+        ("separate_async", {"actor_rollout_ref.hybrid_engine": False}, "trainer_separate_async.py:181"),
+        (
+            "separate_async",
+            {"trainer.v1.separate_async.parameter_sync_step": 3},
+            "data.batch_size=8 is not a multiple of .*parameter_sync_step=3 .*choose a parameter_sync_step that divides",
+        ),
+        (
+            "separate_async",
+            {
+                "trainer.v1.separate_async.parameter_sync_step": 1,
+                "actor_rollout_ref.actor.ppo_mini_batch_size": 1,
+            },
+            "must be data.batch_size / parameter_sync_step = 8 / 1",
+        ),
+        (
+            "separate_async",
+            {
+                "trainer.v1.separate_async.parameter_sync_step": 1,
+                "actor_rollout_ref.rollout.checkpoint_engine.backend": "naive",
+            },
+            "checkpoint_engine.backend=nccl",
+        ),
+        (
+            "colocate_async",
+            {"trainer.v1.sampler.max_off_policy_threshold": 0},
+            "a whole number of at least 1",
+        ),
+        ("colocate_async", {"trainer.v1.sampler.max_off_policy_strategy": "keep"}, "drop .* or wait"),
+    ],
+)
+def test_contradictory_mode_settings_are_refused_with_the_fix(
+    tmp_path, tiny_model_dir, mode, native, refusal
+):
+    with pytest.raises(ConfigError, match=refusal):
+        _mode(tmp_path, tiny_model_dir, mode, **native).render()
+
+
+def test_separate_async_on_gpus_needs_rollout_resources_of_its_own(tmp_path, tiny_model_dir):
+    native = {
+        "trainer": {"v1": {"trainer_mode": "separate_async", "separate_async": {"parameter_sync_step": 1}}}
+    }
+    with pytest.raises(ConfigError, match="set verl.actor_rollout_ref.rollout.nnodes and n_gpus_per_node"):
+        trainer_for(tmp_path, _config(tiny_model_dir, native)).render()

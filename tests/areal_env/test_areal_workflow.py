@@ -317,6 +317,12 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
     episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert [e["reward"] for e in episodes] == [1.0, 1.0, 0.0, 1.0]
     assert all(set(e["agents"]) == {"planner", "calculator_agent"} for e in episodes)
+    for episode in episodes:
+        # the versions the rows give AReaL (through our ledger) are those AReaL's engine returned;
+        # the engine's version rises per call, so every episode's calls span several
+        assert episode["versions"] == episode["engine_versions"] and episode["versions"]
+        assert episode["min_version"] == min(map(int, episode["versions"]))
+        assert episode["max_version"] == max(map(int, episode["versions"])) > episode["min_version"]
     # every row: its sampled tokens are some call's output, with that call's version
     for i in range(8):
         ids, mask, versions = (batch[k][i].tolist() for k in ("input_ids", "loss_mask", "versions"))

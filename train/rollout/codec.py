@@ -8,6 +8,8 @@ Every engine goes through here, so the rules are the same everywhere:
   `train_on_malformed`) carries no loss and takes no place in its group's baseline.
 - GRPO's advantage is the reward less its group's mean (over its std), over the episodes that
   count: one function for every engine that normalises itself (local, AReaL's workflow).
+- Every response token keeps the weight version that sampled it (ledger.NO_VERSION where none
+  did): the staleness an engine measures is read from them.
 - An episode whose agent rewrote its history has several ledger segments: each one is a
   sample with the episode's advantage. An engine that takes one row per agent and episode
   (AReaL) trains each agent's first and counts the others as `segments_dropped`.
@@ -102,6 +104,8 @@ class SegmentSample:
     response_logprobs: list[float]
     agent: str = ""  # whose ledger it comes from
     index: int = -1  # its place in the trajectory's segments (the token files key on it)
+    # the weight version that sampled each response token; ledger.NO_VERSION where none did
+    response_versions: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ def episode_samples(
             response_logprobs=list(seg.response_logprobs),
             agent=seg.agent,
             index=index,
+            response_versions=list(seg.response_versions),
         )
         for index, seg in enumerate(traj.segments)
         if seg.response_ids and seg.agent not in frozen_agents

@@ -629,7 +629,7 @@ def cut_at_stop(tokenizer, gen: Generation, stop: tuple[str, ...]) -> Generation
     for end in range(1, len(gen.token_ids) + 1):
         text = tokenizer.decode(gen.token_ids[:end], skip_special_tokens=False)
         if any(s in text for s in stop):
-            return Generation(gen.token_ids[:end], gen.logprobs[:end], "stop", gen.meta)
+            return gen.head(end, "stop")
     return gen  # pragma: no cover (the whole text holds a stop string)
 
 

@@ -1,11 +1,12 @@
 """The token ledger: the exact ids of one episode's conversation (ARCHITECTURE.md invariant 1).
 
 Every prompt sent to the policy is the ledger itself. Sampled ids are appended
-as they came (mask 1, with their logprobs); everything else the template adds
-(tool results, new user turns, closing tags) is appended as a template delta
-(mask 0). History is never re-rendered: when the agent's messages stop extending
-what the ledger holds (a summary, a truncation, a changed tool list), the ledger
-starts a new segment.
+as they came (mask 1, with their logprobs and the weight version that sampled
+each); everything else the template adds (tool results, new user turns, closing
+tags) is appended as a template delta (mask 0, version NO_VERSION). History is
+never re-rendered: when the agent's messages stop extending what the ledger
+holds (a summary, a truncation, a changed tool list), the ledger starts a new
+segment.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from typing import Any
 from aworld_train.rollout.chat import ChatRenderer, Message, content_text
 from aworld_train.rollout.policy import Generation
 
+# The version of a token no policy sampled (mask 0), or that its engine did not report; AReaL's
+# own workflows mark such tokens -1 too.
+NO_VERSION = -1
+
 
 @dataclass
 class Segment:
@@ -27,10 +32,52 @@ class Segment:
     # ledger length at each policy call: prompt k is ids[:turn_starts[k]]
     turn_starts: list[int] = field(default_factory=list)
     agent: str = ""  # the agent whose ledger it is (a team keeps one ledger per agent)
+    # per response token: the weight version that sampled it, NO_VERSION where none did or none is
+    # known (empty when built without: every token unknown)
+    response_versions: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.response_versions:
+            self.response_versions = [NO_VERSION] * len(self.response_ids)
+        elif len(self.response_versions) != len(self.response_ids):
+            raise ValueError(
+                f"Segment has {len(self.response_ids)} response ids but {len(self.response_versions)} "
+                "versions; give one per response token (NO_VERSION where none sampled it)"
+            )
 
     @property
     def ids(self) -> list[int]:
         return self.prompt_ids + self.response_ids
+
+    @property
+    def sampled_versions(self) -> list[int]:
+        """The known versions of its sampled tokens, in order."""
+        return [v for v in self.response_versions if v != NO_VERSION]
+
+    @property
+    def min_version(self) -> int | None:
+        """The oldest weight version among its sampled tokens; None where none is known."""
+        return min(self.sampled_versions, default=None)
+
+    @property
+    def max_version(self) -> int | None:
+        """The newest weight version among its sampled tokens; None where none is known."""
+        return max(self.sampled_versions, default=None)
+
+    def append_delta(self, ids: list[int]) -> None:
+        """Tokens the template added (tool results, user turns): no loss, no logprob, no version."""
+        self.response_ids.extend(ids)
+        self.response_mask.extend([0] * len(ids))
+        self.response_logprobs.extend([0.0] * len(ids))
+        self.response_versions.extend([NO_VERSION] * len(ids))
+
+    def append_sampled(self, generation: Generation) -> None:
+        """What the policy sampled, exactly: loss, its logprobs and its versions."""
+        n = len(generation.token_ids)
+        self.response_ids.extend(generation.token_ids)
+        self.response_mask.extend([1] * n)
+        self.response_logprobs.extend(float(x) for x in generation.logprobs)
+        self.response_versions.extend(generation.versions or [NO_VERSION] * n)
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -41,6 +88,7 @@ class Segment:
             "response_ids": self.response_ids,
             "response_mask": self.response_mask,
             "response_logprobs": self.response_logprobs,
+            "response_versions": self.response_versions,
             "turn_starts": self.turn_starts,
             "agent": self.agent,
         }
@@ -118,10 +166,7 @@ class TokenLedger:
             ):
                 stop_text = self.renderer.tokenizer.decode([last.token_ids[-1]])
             history, new = messages[: len(self._seen)], messages[len(self._seen) :]
-            delta = self.renderer.render_delta(history, new, tools, stop_text)
-            seg.response_ids.extend(delta)
-            seg.response_mask.extend([0] * len(delta))
-            seg.response_logprobs.extend([0.0] * len(delta))
+            seg.append_delta(self.renderer.render_delta(history, new, tools, stop_text))
         else:
             self.segments.append(
                 Segment(
@@ -154,9 +199,7 @@ class TokenLedger:
             ids = [] if extends else tokenizer.encode(prompt, add_special_tokens=False)
             self._text = prompt
         if extends:
-            seg.response_ids.extend(delta)
-            seg.response_mask.extend([0] * len(delta))
-            seg.response_logprobs.extend([0.0] * len(delta))
+            seg.append_delta(delta)
         else:
             self.segments.append(Segment(prompt_ids=list(ids), agent=self.agent))
             seg = self.current
@@ -174,8 +217,6 @@ class TokenLedger:
         seg = self.current
         if seg is None:
             raise RuntimeError("record() before prompt()")
-        seg.response_ids.extend(generation.token_ids)
-        seg.response_mask.extend([1] * len(generation.token_ids))
-        seg.response_logprobs.extend(float(x) for x in generation.logprobs)
+        seg.append_sampled(generation)
         self._seen.append(normalize(assistant_message))
         self._last = generation

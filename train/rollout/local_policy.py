@@ -10,6 +10,11 @@ PrefixCache. An episode's next prompt extends its previous prompt and response
 exactly (the ledger's invariant), and episodes share their system prompt and
 tool list, so a new prompt is mostly found there and only its new tokens are
 prefilled. Whoever changes the weights holds `lock`; releasing it empties the cache.
+
+Versions: every sampled token is stamped with `version`, the count of weight changes
+(read under the same lock the changes hold, so a batch never reports weights it did not
+use). A learner that changes the weights in place holds `weights_update` (the lock,
+and the next version on release); a trainer's weight load names its own version.
 """
 
 from __future__ import annotations
@@ -62,19 +67,23 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
 
 class _WeightsLock:
     """The lock a trainer holds while it changes the weights: cached keys/values are stale then
-    (emptied on taking it, which also frees their memory for the update, and again on release)."""
+    (emptied on taking it, which also frees their memory for the update, and again on release).
+    `on_change`, where given, runs before the release when the block raised nothing."""
 
-    def __init__(self, invalidate) -> None:
-        self.mutex = threading.Lock()
+    def __init__(self, invalidate, mutex: threading.Lock | None = None, on_change=None) -> None:
+        self.mutex = mutex or threading.Lock()
         self.invalidate = invalidate
+        self.on_change = on_change
 
     def __enter__(self) -> _WeightsLock:
         self.mutex.acquire()
         self.invalidate()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         try:
+            if exc_type is None and self.on_change is not None:
+                self.on_change()
             self.invalidate()
         finally:
             self.mutex.release()
@@ -115,7 +124,9 @@ class LocalPolicy:
         budget = int(prefix_cache_mb * 2**20) // kv_bytes_per_token(model)
         reuse = budget > 0 and supports_prefix_reuse(model)
         self.prefix_cache: PrefixCache | None = PrefixCache(budget) if reuse else None
+        self.version = 0  # stamped on every sampled token; read and changed under `lock`
         self.lock = _WeightsLock(self.clear_prefix_cache)
+        self.weights_update = _WeightsLock(self.clear_prefix_cache, self.lock.mutex, self._next_version)
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self.batches: list[int] = []  # sizes of the batches run, for metrics
@@ -174,21 +185,26 @@ class LocalPolicy:
             finally:
                 release_freed_memory()  # the batch's grown key/value caches
 
-    def load_weights(self, named: dict[str, torch.Tensor]) -> int:
-        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch);
-        the number loaded. A name the model lacks, or a weight left unloaded, is an error (a tied
-        lm_head shares the embedding's storage: loading one loads both)."""
+    def _next_version(self) -> None:
+        self.version += 1
+
+    def load_weights(self, named: dict[str, torch.Tensor], version: int | None = None) -> int:
+        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch) as
+        `version` (the trainer's; default: the next); the number loaded. A name the model lacks, or
+        a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
+        one loads both)."""
         model = self.model
         with self.lock, torch.no_grad():
             result = model.load_state_dict(named, strict=False)
-        state = model.state_dict()
-        loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
-        missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
-        if result.unexpected_keys or missing:
-            raise RuntimeError(
-                "the trainer's weights do not match the rollout model "
-                f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
-            )
+            state = model.state_dict()
+            loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
+            missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
+            if result.unexpected_keys or missing:
+                raise RuntimeError(
+                    "the trainer's weights do not match the rollout model "
+                    f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
+                )
+            self.version = self.version + 1 if version is None else int(version)
         return len(named)
 
     def clear_prefix_cache(self) -> None:
@@ -304,7 +320,16 @@ class LocalPolicy:
             self.model.train()
         if not prefill_only:
             self.batches.append(n)
-        return [Generation(tokens[i], logprobs[i], "stop" if stopped[i] else "length") for i in range(n)]
+        # the caller holds the lock, so no weight change happened since the batch began
+        return [
+            Generation(
+                tokens[i],
+                logprobs[i],
+                "stop" if stopped[i] else "length",
+                versions=[self.version] * len(tokens[i]),
+            )
+            for i in range(n)
+        ]
 
     def _batch_cache(self, hits: list[tuple[int, LayerKV | None]], width: int) -> DynamicCache:
         """One DynamicCache for the batch: each row's cached prefix right-aligned in `width` columns."""

@@ -32,13 +32,16 @@ def derive_seed(*parts: object) -> int:
 class Generation:
     """What the policy sampled: ids, one logprob per id, and why it stopped.
 
-    `token_ids` include the stop token when finish_reason is "stop".
+    `token_ids` include the stop token when finish_reason is "stop". `versions`, where the engine
+    knows them, is the weight version that sampled each id (the trainer's update count: the local
+    learner's, verl's `global_steps`, AReaL's version); None where the engine reports none.
     """
 
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: FinishReason = "stop"
     meta: dict = field(default_factory=dict)
+    versions: list[int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):
@@ -46,6 +49,22 @@ class Generation:
                 f"Generation has {len(self.token_ids)} token ids but {len(self.logprobs)} logprobs; "
                 "a policy must return one logprob per sampled token"
             )
+        if self.versions is not None and len(self.versions) != len(self.token_ids):
+            raise ValueError(
+                f"Generation has {len(self.token_ids)} token ids but {len(self.versions)} versions; "
+                "a policy that reports versions must report one per sampled token"
+            )
+
+    @property
+    def version(self) -> int | None:
+        """The one weight version all its tokens carry; None where there is none, or several."""
+        found = set(self.versions or ())
+        return found.pop() if len(found) == 1 else None
+
+    def head(self, end: int, finish_reason: FinishReason) -> Generation:
+        """The first `end` tokens, with their logprobs and versions."""
+        versions = None if self.versions is None else self.versions[:end]
+        return Generation(self.token_ids[:end], self.logprobs[:end], finish_reason, self.meta, versions)
 
 
 @runtime_checkable
@@ -72,6 +91,7 @@ class ScriptedPolicy:
         stop_token_id: int | None = None,
         latency_s: float = 0.0,
         logprob: float = -0.5,
+        version: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self._script = script
@@ -79,6 +99,9 @@ class ScriptedPolicy:
         self.stop_token_id = stop_token_id if stop_token_id is not None else tokenizer.eos_token_id
         self.latency_s = latency_s
         self.logprob = logprob
+        # stamped on the tokens of the replies it builds, as a trained policy stamps its weights'
+        # version (a test moves it on as a learner would); None: no versions, like an engine without
+        self.version = version
         self.prompts: list[list[int]] = []
         self.generations: list[Generation] = []
 
@@ -112,6 +135,8 @@ class ScriptedPolicy:
             if len(ids) > sampling.max_new_tokens:
                 ids, finish = ids[: sampling.max_new_tokens], "length"
             # distinct logprobs per position so alignment errors show up in tests
-            gen = Generation(ids, [self.logprob - 0.001 * i for i in range(len(ids))], finish)
+            logprobs = [self.logprob - 0.001 * i for i in range(len(ids))]
+            versions = None if self.version is None else [self.version] * len(ids)
+            gen = Generation(ids, logprobs, finish, versions=versions)
         self.generations.append(gen)
         return gen

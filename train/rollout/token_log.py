@@ -33,13 +33,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aworld_train.rollout.ledger import Segment
+from aworld_train.rollout.ledger import NO_VERSION, Segment
 from aworld_train.rollout.trajectory import Trajectory
 
 FORMAT_VERSION = 1
 TOKENS_DIR = "tokens"
 PART_GLOB = "part-*.parquet"
-NO_VERSION = -1  # a token no weight version is known for (not sampled, or the engine has none)
 # rows per row group: a reader opening one episode decodes its row group, not the whole file
 ROW_GROUP = 32
 
@@ -99,7 +98,6 @@ class EpisodeNotes:
     advantage: float | None = None  # None: the episode was not trained (or the engine computes it later)
     segment_advantages: dict[int, float] = field(default_factory=dict)  # by index in traj.segments
     trainer_logprobs: dict[int, list[float]] = field(default_factory=dict)  # one per sampled token
-    versions: dict[int, list[int]] = field(default_factory=dict)  # per response token, -1: none
     version_span: tuple[int, int] | None = None  # the engine's weight versions, oldest and newest
 
 
@@ -107,13 +105,9 @@ def _sampled(values: Sequence, mask: Sequence[int]) -> list:
     return [v for v, m in zip(values, mask, strict=True) if m]
 
 
-def _segment_versions(seg: Segment, given: list[int] | None) -> list[int] | None:
-    """The versions of the segment's sampled tokens: the engine's, else the segment's own
-    (`Segment.versions`, one per response token, where the rollout core records them)."""
-    per_token = given if given is not None else getattr(seg, "versions", None)
-    if not per_token or len(per_token) != len(seg.response_ids):
-        return None
-    sampled = [int(v) for v in _sampled(per_token, seg.response_mask)]
+def _segment_versions(seg: Segment) -> list[int] | None:
+    """The versions of the segment's sampled tokens (None where the engine reported none)."""
+    sampled = [int(v) for v in _sampled(seg.response_versions, seg.response_mask)]
     return sampled if any(v != NO_VERSION for v in sampled) else None
 
 
@@ -132,7 +126,7 @@ def _segment_row(seg: Segment, index: int, notes: EpisodeNotes) -> dict[str, Any
         "turn_starts": seg.turn_starts,
         "sampled_logprobs": _sampled(seg.response_logprobs, seg.response_mask),
         "trainer_logprobs": trainer,
-        "versions": _segment_versions(seg, notes.versions.get(index)),
+        "versions": _segment_versions(seg),
         "advantage": notes.segment_advantages.get(index),
     }
 
@@ -142,9 +136,6 @@ def _version_span(segments: list[dict[str, Any]], traj: Trajectory, notes: Episo
     if not any(s["sampled_logprobs"] for s in segments):
         return (None, None)
     known = [v for s in segments for v in (s["versions"] or []) if v != NO_VERSION]
-    for seg in traj.segments:  # a segment's own span, where the rollout core records one
-        low, high = getattr(seg, "version_min", None), getattr(seg, "version_max", None)
-        known.extend(v for v in (low, high) if v is not None and v != NO_VERSION)
     if notes.version_span is not None:
         known.extend(v for v in notes.version_span if v is not None and v != NO_VERSION)
     return (min(known), max(known)) if known else (None, None)

@@ -99,6 +99,17 @@ class Trajectory:
             return False
         return any(any(s.response_mask) for s in self.segments)
 
+    # -- weight versions ----------------------------------------------------------------
+    @property
+    def min_version(self) -> int | None:
+        """The oldest weight version that sampled a token of the episode; None where none is known."""
+        return min((s.min_version for s in self.segments if s.min_version is not None), default=None)
+
+    @property
+    def max_version(self) -> int | None:
+        """The newest weight version that sampled a token of the episode; None where none is known."""
+        return max((s.max_version for s in self.segments if s.max_version is not None), default=None)
+
     @property
     def history_rewrites(self) -> int:
         """Segments begun because an agent's messages stopped extending its ledger (a summary, an
@@ -138,6 +149,8 @@ class Trajectory:
             "num_turns": self.num_turns,
             "user_turns": self.user_turns,
             "finish_reasons": self.finish_reasons,
+            "min_version": self.min_version,
+            "max_version": self.max_version,
             "timings": self.timings,
             "reported_reward": self.reported_reward,
             "messages": self.messages,

@@ -20,6 +20,7 @@ import asyncio
 import functools
 import json
 import uuid
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from aworld_train.rollout.codec import (
     group_advantages,
     task_from_json,
 )
+from aworld_train.rollout.ledger import NO_VERSION
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.settings import RolloutConfig
@@ -52,28 +54,21 @@ from aworld_train.rollout.trajectory import STATUSES, Task, Trajectory
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
 _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "abort"}
-# AReaL marks tokens the policy did not sample with version -1.
-NOT_SAMPLED = -1
-
-
-@dataclass(frozen=True)
-class SampledCall:
-    """One call to AReaL's engine: the prompt, and the ids it sampled with their weight versions."""
-
-    prompt_ids: list[int]
-    ids: list[int]
-    versions: list[int]
+# AReaL marks tokens the policy did not sample with version -1, as our ledger does.
+NOT_SAMPLED = NO_VERSION
 
 
 class ArealEnginePolicy:
-    """PolicyClient over AReaL's inference engine; records each sampled token's weight version."""
+    """PolicyClient over AReaL's inference engine; each sampled token keeps AReaL's weight version."""
 
     def __init__(self, engine, gconfig: GenerationHyperparameters, tokenizer=None) -> None:
         self.engine = engine
         self.gconfig = gconfig
         self.tokenizer = tokenizer
         self.rid = uuid.uuid4().hex  # sticky: the episode's turns reach the same server
-        self.sampled: list[SampledCall] = []  # every call, in order
+        # tokens per version as AReaL's engine returned them: the episode's record sets them beside
+        # the versions its rows carry, which come through our ledger
+        self.engine_versions: Counter[int] = Counter()
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         gconfig = self.gconfig.new(
@@ -94,8 +89,9 @@ class ArealEnginePolicy:
                 f"AReaL's engine returned {len(ids)} tokens, {len(logprobs)} logprobs and "
                 f"{len(versions)} versions; the workflow needs one of each per sampled token"
             )
-        self.sampled.append(SampledCall(list(prompt_ids), ids, versions))
-        return Generation(ids, logprobs, _FINISH.get(str(response.stop_reason), "stop"))  # type: ignore[arg-type]
+        self.engine_versions.update(versions)
+        finish = _FINISH.get(str(response.stop_reason), "stop")
+        return Generation(ids, logprobs, finish, versions=versions)  # type: ignore[arg-type]
 
 
 def task_from_row(data: dict[str, Any]) -> Task:
@@ -103,24 +99,16 @@ def task_from_row(data: dict[str, Any]) -> Task:
     return task_from_json(data[TASK_FIELD])
 
 
-def token_versions(sample: SegmentSample, sampled: list[SampledCall]) -> list[int]:
-    """The weight version of every token of the sample; -1 where the policy did not sample it.
-
-    A call's output sits in the sample right after its prompt, when that prompt is the sample's
-    prefix (invariant 1: every prompt is its ledger's prefix); a team's calls are told apart this
-    way, whatever their order. A sampled token no call accounts for is a bug."""
-    ids = sample.prompt_ids + sample.response_ids
-    out = [NOT_SAMPLED] * len(ids)
-    for call in sampled:
-        start, end = len(call.prompt_ids), len(call.prompt_ids) + len(call.ids)
-        if ids[start:end] == call.ids and ids[:start] == call.prompt_ids:
-            out[start:end] = call.versions
+def token_versions(sample: SegmentSample) -> list[int]:
+    """The weight version of every token of the sample, as AReaL's own workflows lay them out
+    (areal/workflow/multi_turn.py): -1 for the prompt and every token the policy did not sample,
+    AReaL's version for each sampled one (kept by the ledger). A sampled token without a version
+    did not come from AReaL's engine: a bug."""
+    versions = [NOT_SAMPLED] * len(sample.prompt_ids) + list(sample.response_versions)
     offset = len(sample.prompt_ids)
-    if any(
-        out[offset + i] == NOT_SAMPLED for i, sampled_here in enumerate(sample.sampled_mask) if sampled_here
-    ):
-        raise RuntimeError("the ledger's sampled tokens differ from what AReaL's engine returned")
-    return out
+    if any(versions[offset + i] == NOT_SAMPLED for i, sampled in enumerate(sample.sampled_mask) if sampled):
+        raise RuntimeError("a sampled token of the ledger carries no version from AReaL's engine")
+    return versions
 
 
 @dataclass(frozen=True)
@@ -135,12 +123,15 @@ class AgentRow:
     segment: int = -1  # the segment it holds, by index in the trajectory's segments
 
 
-Episode = tuple[Trajectory, list[AgentRow]]
+@dataclass(frozen=True)
+class Episode:
+    trajectory: Trajectory
+    rows: list[AgentRow]
+    engine_versions: Counter[int]  # sampled tokens per version, as AReaL's engine returned them
 
 
 def areal_rows(
     traj: Trajectory,
-    sampled: list[SampledCall],
     prompt_fallback: list[int],
     pad_id: int,
     train_on_malformed: bool = False,
@@ -167,7 +158,7 @@ def areal_rows(
         ids = sample.prompt_ids + sample.response_ids
         loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
         logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
-        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample, sampled), unit.reward)
+        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample), unit.reward)
         rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1, sample.index))
     return rows
 
@@ -248,13 +239,12 @@ class AWorldWorkflow(RolloutWorkflow):
         )
         rows = areal_rows(
             traj,
-            policy.sampled,
             fallback,
             self.pad_id,
             self.settings.train_on_malformed,
             self.settings.frozen_agents,
         )
-        return traj, rows
+        return Episode(traj, rows, policy.engine_versions)
 
     async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         """The task's group of episodes as one padded batch; None when no episode of it counts."""
@@ -264,15 +254,15 @@ class AWorldWorkflow(RolloutWorkflow):
         if not self.group_baseline:  # evaluation: an episode's first row carries its raw reward
             self.write_episodes(episodes, [None] * len(episodes), "eval")
             await self.write_tokens(task, episodes, {}, "eval")
-            return concat_padded_tensors([rows[0].tensors for _, rows in episodes])
-        trainable = [traj.trainable(self.settings.train_on_malformed) for traj, _ in episodes]
-        kept = [row for (_, rows), ok in zip(episodes, trainable, strict=True) if ok for row in rows]
+            return concat_padded_tensors([episode.rows[0].tensors for episode in episodes])
+        trainable = [episode.trajectory.trainable(self.settings.train_on_malformed) for episode in episodes]
+        kept = [row for episode, ok in zip(episodes, trainable, strict=True) if ok for row in episode.rows]
         # GRPO per agent: each agent's rows against the same agent's in the group's other episodes
         advantages = group_advantages(
             [row.reward for row in kept], [row.agent for row in kept], self.norm_by_std
         )
         trained = {id(row): adv for row, adv in zip(kept, advantages, strict=True)}
-        self.write_episodes(episodes, [trained.get(id(rows[0])) for _, rows in episodes], "train")
+        self.write_episodes(episodes, [trained.get(id(episode.rows[0])) for episode in episodes], "train")
         await self.write_tokens(task, episodes, trained, "train")
         if not kept:
             return None  # AReaL drops the task from this step, as it does a rejected one
@@ -287,7 +277,8 @@ class AWorldWorkflow(RolloutWorkflow):
         if self.episodes_file is None:
             return
         lines = []
-        for (traj, rows), advantage in zip(episodes, advantages, strict=True):
+        for episode, advantage in zip(episodes, advantages, strict=True):
+            traj, rows = episode.trajectory, episode.rows
             record = {
                 "phase": phase,
                 "task_id": traj.task_id,
@@ -297,6 +288,12 @@ class AWorldWorkflow(RolloutWorkflow):
                 "reward": traj.reward,
                 "advantage": advantage,  # the reward AReaL trains the episode's first row with; None: no row
                 "weight_version": episode_version(rows),
+                # the versions that sampled the episode: its oldest and newest, the sampled tokens
+                # per version its rows give AReaL, and those AReaL's engine returned
+                "min_version": traj.min_version,
+                "max_version": traj.max_version,
+                "versions": row_versions(rows),
+                "engine_versions": {str(v): n for v, n in sorted(episode.engine_versions.items())},
                 "loss_tokens": sum(int(row.tensors["loss_mask"].sum()) for row in rows),
                 "num_turns": traj.num_turns,
                 "agents": {row.agent: int(row.tensors["loss_mask"].sum()) for row in rows if row.agent},
@@ -321,7 +318,7 @@ class AWorldWorkflow(RolloutWorkflow):
             write_episodes,
             self.tokens_dir,
             name if phase == "train" else f"eval/{name}",
-            [traj for traj, _ in episodes],
+            [episode.trajectory for episode in episodes],
             phase,
             newest + 1,
             notes,
@@ -331,7 +328,8 @@ class AWorldWorkflow(RolloutWorkflow):
 def token_notes(episodes: list[Episode], trained: dict[int, float], group: str) -> list[EpisodeNotes]:
     """Each episode's group, its trained rows' advantages (by segment) and its weight versions."""
     notes = []
-    for _, rows in episodes:
+    for episode in episodes:
+        rows = episode.rows
         versions = [
             int(v) for row in rows for v in row.tensors["versions"].flatten().tolist() if v != NOT_SAMPLED
         ]
@@ -351,6 +349,15 @@ def episode_version(rows: list[AgentRow]) -> int:
     return min(versions, default=NOT_SAMPLED)
 
 
+def row_versions(rows: list[AgentRow]) -> dict[str, int]:
+    """The rows' sampled tokens per weight version (JSON keys: the versions as text)."""
+    counts: Counter[int] = Counter()
+    for row in rows:
+        versions = row.tensors["versions"][row.tensors["versions"] != NOT_SAMPLED]
+        counts.update(int(v) for v in versions)
+    return {str(v): n for v, n in sorted(counts.items())}
+
+
 def oldest_version(row: dict[str, torch.Tensor]) -> int:
     """The oldest weight version among the row's sampled tokens (-1: none sampled)."""
     versions = row["versions"][row["versions"] != NOT_SAMPLED]
@@ -361,7 +368,8 @@ def record_stats(episodes: list[Episode]) -> None:
     """Each episode's raw reward, status, dropped segments and the weight version it was sampled
     with, and a team's per-agent reward and loss tokens, in AReaL's rollout (or eval) stats."""
     tracker = stats_tracker.get(workflow_context.stat_scope())
-    for traj, rows in episodes:
+    for episode in episodes:
+        traj, rows = episode.trajectory, episode.rows
         tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=sum(row.dropped for row in rows))
         # every status, 0 included: AReaL averages a key over the episodes that recorded it
         tracker.scalar(**{f"status/{status}": float(traj.status == status) for status in STATUSES})

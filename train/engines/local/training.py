@@ -66,11 +66,11 @@ def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -
 
 
 def episode_notes(
-    count: int, groups: list[str], samples: list[Sample], advantages: list[float], version: int
+    count: int, groups: list[str], samples: list[Sample], advantages: list[float]
 ) -> list[EpisodeNotes]:
     """What the token files keep of a step beyond its trajectories: each episode's group, its
     advantage (None: not trained) and each trained segment's, and the learner's logprobs."""
-    notes = [EpisodeNotes(group=groups[i], version_span=(version, version)) for i in range(count)]
+    notes = [EpisodeNotes(group=groups[i]) for i in range(count)]
     for sample in samples:
         if sample.origin is None:
             continue
@@ -125,7 +125,7 @@ class LocalTraining:
             self.cfg.rollout.temperature,
             self.policy.pad_id,
             ref,
-            lock=self.policy.lock,
+            lock=self.policy.weights_update,  # each update is a new weight version
         )
         self.failures = FailureStreak(self.cfg.trainer.stop_after_failed_steps)
         self.trained = TrainedSoFar()
@@ -133,6 +133,7 @@ class LocalTraining:
             state = torch.load(latest[1] / "trainer_state.pt", weights_only=False)
             self.learner.load_state_dict(state["learner"])
             self.start_step = state["step"]
+            self.policy.version = state.get("version", self.start_step)
             console.print(f"resuming from {latest[1]} (step {self.start_step})")
         (self.folder.path / "config.yaml").write_text(self.cfg.render())
         inputs.spec.write(self.folder.path / "agent_spec.yaml")
@@ -154,7 +155,10 @@ class LocalTraining:
         with self.policy.lock:
             self.model.save_pretrained(tmp)
         self.tokenizer.save_pretrained(tmp)
-        torch.save({"step": step, "learner": self.learner.state_dict()}, tmp / "trainer_state.pt")
+        torch.save(
+            {"step": step, "version": self.policy.version, "learner": self.learner.state_dict()},
+            tmp / "trainer_state.pt",
+        )
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
@@ -193,7 +197,7 @@ class LocalTraining:
                 f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
             )
         # every episode's tokens; the weights that sampled them had `step` updates
-        notes = episode_notes(len(trajs), groups, samples, advantages, version=step)
+        notes = episode_notes(len(trajs), groups, samples, advantages)
         self.folder.write_tokens(step_set(step + 1), trajs, "train", step + 1, notes)
         self.folder.log(step + 1, metrics)
         # after the step is logged: a stopped run keeps it

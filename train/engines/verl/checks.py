@@ -171,11 +171,16 @@ def trl_beside_verl():
 
 
 def preflight(inputs: RunInputs, run: RenderedRun) -> list:
-    """The rendered verl run's checks: packages, attention, first prompts."""
+    """The rendered verl run's checks: what its trainer mode does, packages, attention, first prompts."""
+    from aworld_train.engines.verl.modes import mode_summary
     from aworld_train.models import load_tokenizer
     from aworld_train.prerun.checks import Check
 
-    checks = [Check("verl config renders", True, str(run.config_path)), *package_checks(run.final)]
+    checks = [
+        Check("verl config renders", True, str(run.config_path)),
+        Check("trainer mode", True, mode_summary(run.final)),
+        *package_checks(run.final),
+    ]
     over = warn_long_prompts(run.final, inputs, load_tokenizer(run.final.actor_rollout_ref.model.path))
     limit = run.final.data.max_prompt_length
     checks.append(

@@ -45,6 +45,7 @@ def is_cpu_run(cfg: TrainConfig) -> bool:
 def cpu_derived(cfg: TrainConfig) -> list[Derived]:
     """verl keys a CPU run fills (a value the user gave still wins)."""
     return [
+        *(separate_derived() if _native(cfg, "trainer.v1.trainer_mode") == "separate_async" else []),
         Derived("trainer.device", "cpu"),
         Derived("trainer.nnodes", 1),
         Derived("trainer.n_gpus_per_node", 1),
@@ -70,12 +71,28 @@ def cpu_derived(cfg: TrainConfig) -> list[Derived]:
     ]
 
 
+def separate_derived() -> list[Derived]:
+    """separate_async on a CPU, the smallest configuration it runs in: one standalone `aworld_cpu`
+    replica in a slot of its own beside the actor's, the weights carried to it by the `aworld_cpu`
+    checkpoint engine (cpu/weights.py). verl's hybrid replica on the actor's slot stays (verl's
+    default; it serves until the first step begins): verl 0.9.1 cannot start without it (modes.py)."""
+    return [
+        Derived("actor_rollout_ref.rollout.nnodes", 1),
+        Derived("actor_rollout_ref.rollout.n_gpus_per_node", 1),
+        Derived("actor_rollout_ref.rollout.checkpoint_engine.backend", ROLLOUT),
+    ]
+
+
 def cpu_extras(final: Any, joins_cluster: bool = False) -> None:
     """Keys outside verl's config schema, set on the composed config."""
     from omegaconf import OmegaConf, open_dict
 
     with open_dict(final):
         slots = int(final.trainer.n_gpus_per_node) * int(final.trainer.nnodes)
+        if final.trainer.v1.trainer_mode == "separate_async":  # the standalone rollout's own slots
+            slots += int(final.actor_rollout_ref.rollout.n_gpus_per_node) * int(
+                final.actor_rollout_ref.rollout.nnodes
+            )
         # a cluster's nodes declare their slots themselves (ray start --num-gpus)
         if not joins_cluster and OmegaConf.select(final, "ray_kwargs.ray_init.num_gpus") is None:
             # the cpu platform's worker slot is Ray's logical "GPU" (engines/verl/cpu/platform.py)
@@ -101,7 +118,7 @@ def cpu_env() -> dict[str, str]:
 
 def sampler_derived(cfg: TrainConfig) -> list[Derived]:
     """verl's replay buffer with episode statuses in its metrics, replacing prompt groups that have
-    no episode to train (engines/verl/episodes.py); a run may say
+    no episode to train (engines/verl/episodes.py), in every trainer mode; a run may say
     `trainer.v1.sampler.sync_refill_failed_groups: false` to keep them.
 
     verl hands a custom sampler none of its DAPO group-filtering settings, so a run that enables
@@ -110,8 +127,7 @@ def sampler_derived(cfg: TrainConfig) -> list[Derived]:
         return []
     mode = _native(cfg, "trainer.v1.trainer_mode") or "sync"
     name = "EpisodeStatusSampler" if mode == "sync" else "EpisodeStatusSamplerAsync"
-    given = _native(cfg, "trainer.v1.sampler.sync_refill_failed_groups")
-    refill = mode == "sync" and given is not False
+    refill = _native(cfg, "trainer.v1.sampler.sync_refill_failed_groups") is not False
     return [
         Derived("trainer.v1.sampler.custom_sampler.path", str(EPISODES_FILE)),
         Derived("trainer.v1.sampler.custom_sampler.name", name),

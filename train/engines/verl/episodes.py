@@ -17,11 +17,15 @@ trainer and returns them with its sampling metrics, which verl merges into the s
 A prompt group none of whose episodes can be trained (every one failed, or malformed) is
 replaced by a fresh prompt, as verl's `trainer.v1.sampler.sync_refill_failed_groups` does for
 its own buffer: without that, a batch of such groups stops verl's sync trainer with a
-RuntimeError. verl hands a custom sampler none of its refill settings
-(trainer_base._build_replay_buffer), so the render passes ours in `sampler_kwargs`. A policy
-that only fails would be refilled forever: after `failed_groups_limit` such groups in a row
-(trainer.stop_after_failed_steps steps' worth) the run stops with their statuses, and at the first
-such group whose every episode ended as reward_error (`failure_streak.STOP_AT_ONCE`).
+RuntimeError, and verl's asynchronous trainers would train a smaller batch (verl's async buffer
+replaces only groups whose loop raised: replay_buffer.ReplayBufferAsync._terminal_eviction_reasons).
+verl hands a custom sampler none of its refill settings (trainer_base._build_replay_buffer), so
+the render passes ours in `sampler_kwargs`. A policy that only fails would be refilled forever:
+after `failed_groups_limit` such groups in a row (trainer.stop_after_failed_steps steps' worth)
+the run stops with their statuses, and at the first
+such group whose every episode ended as reward_error (`failure_streak.STOP_AT_ONCE`). The asynchronous trainers also drop groups older than
+`trainer.v1.sampler.max_off_policy_threshold` steps (verl logs them as
+training/off_policy/evicted_samples); their episodes' tags go with them, uncounted.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from aworld_train.rollout.failure_streak import FIXES, STOP_AT_ONCE
 from aworld_train.rollout.trajectory import STATUSES, Trajectory
 
 PARTITION = "aworld_episodes"
+ERROR_CHARS = 400  # of an episode's error, kept with its tag for the message that stops a run
 
 
 async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: list[str]) -> None:
@@ -48,6 +53,7 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
 
     tag = {
         "status": traj.status,
+        "error": clipped(traj.error or ""),
         "trained": bool(agents),
         "reward": float(traj.reward or 0.0),
         "history_rewrites": traj.history_rewrites,
@@ -61,6 +67,13 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
         },
     }
     await tq.async_kv_put(key=f"{uid}_{session}", partition_id=PARTITION, tag=tag)
+
+
+def clipped(text: str) -> str:
+    """An error's start and end (a Ray error's cause comes last, after its traceback)."""
+    if len(text) <= ERROR_CHARS:
+        return text
+    return f"{text[: ERROR_CHARS // 3]} ... {text[-(ERROR_CHARS - ERROR_CHARS // 3) :]}"
 
 
 def episode_metrics(prefix: str, tags: list[dict[str, Any]]) -> dict[str, float]:
@@ -100,9 +113,11 @@ class _EpisodeStatuses:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         options = dict(self.sampler_kwargs or {})
-        if options.get("refill_failed_groups") and self.trainer_mode == "sync":
+        self._refill_failed = bool(options.get("refill_failed_groups"))
+        if self._refill_failed and self.trainer_mode == "sync":
             # the render derived trainer.v1.sampler.sync_refill_failed_groups, so verl's
-            # dataloader fetches one prompt at a time, as a refill needs
+            # dataloader fetches one prompt at a time, as a refill needs (the asynchronous
+            # trainers always do: trainer_base._init_dataloader)
             self.sync_refill_failed_groups = True
             self.gen_batch_size = 1
         self._failed_groups_limit = int(options.get("failed_groups_limit", 0))
@@ -111,7 +126,7 @@ class _EpisodeStatuses:
 
     def _terminal_eviction_reasons(self, global_steps: int, partition_id: str):
         stale, dapo, failed, counts = super()._terminal_eviction_reasons(global_steps, partition_id)
-        if self.sync_refill_failed_groups and partition_id != "val":
+        if self._refill_failed and partition_id != "val":
             # verl marks a prompt `failure` only when its loop raised; ours returns no output for an
             # episode it cannot train, and verl marks such a group `finished`, with nothing in it
             materializable = {key.split("_")[0] for key in self.partitions[partition_id]}
@@ -133,15 +148,29 @@ class _EpisodeStatuses:
         statuses = {str(t.get("status")) for t in self._failed_tags()}
         return bool(statuses) and statuses <= STOP_AT_ONCE
 
+    def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
+        stale, _dapo, failed, _counts = eviction_reasons
+        dropped = stale - failed  # too old to train: not a failure, and never sampled
+        if dropped and partition_id != "val":
+            keys = [key for key in _tags() if key.rsplit("_", 1)[0] in dropped]
+            if keys:
+                import transfer_queue as tq
+
+                tq.kv_clear(keys=keys, partition_id=PARTITION)
+        return super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
+
     def _cannot_learn_message(self) -> str:
-        statuses = Counter(str(t.get("status")) for t in self._failed_tags())
+        tags = self._failed_tags()
+        statuses = Counter(str(t.get("status")) for t in tags)
         listed = ", ".join(f"{status} {count}" for status, count in statuses.most_common())
         cause = statuses.most_common(1)[0][0] if statuses else ""
         fix = FIXES.get(cause, "see the episodes' errors in the engine log")
+        example = next((t["error"] for t in tags if t.get("status") == cause and t.get("error")), "")
         return (
             f"no episode of the last {len(self._failed_in_a_row)} prompt groups could be trained "
-            f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}. "
-            "trainer.stop_after_failed_steps=0 keeps such a run going"
+            f"({listed or 'no statuses recorded'}); nothing can be learned from them: {fix}"
+            + (f" (one {cause} episode's error: {example})" if example else "")
+            + ". trainer.stop_after_failed_steps=0 keeps such a run going"
         )
 
     def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):

@@ -28,6 +28,7 @@ from aworld_train.rollout.codec import (
     task_from_foreign_row,
     task_from_json,
 )
+from aworld_train.rollout.ledger import NO_VERSION
 from aworld_train.rollout.policy import Generation, SamplingParams
 from aworld_train.rollout.runner import EpisodeRunner
 from aworld_train.rollout.settings import RolloutConfig
@@ -44,6 +45,10 @@ class VerlServerPolicy:
     The server's `extra_fields` are kept across calls as verl's own ToolAgentLoop keeps them:
     the first call's, with `max_global_steps` moved on by later calls. verl's V1 trainer reads
     `min_global_steps`/`max_global_steps` (the weight versions an episode saw) from every output.
+
+    Each call's tokens are stamped with its version (verl's `global_steps`). A call that verl's
+    partial rollout resumed on newer weights (FullyAsyncLLMServerClient) reports only the span,
+    not where it changed: its tokens are stamped NO_VERSION, and the span reaches verl all the same.
     """
 
     def __init__(self, server, base_params: dict[str, Any], stop_token_ids: list[int] | None = None) -> None:
@@ -75,7 +80,17 @@ class VerlServerPolicy:
             str(getattr(out, "stop_reason", None) or ""),
             "length" if len(ids) >= sampling.max_new_tokens else "stop",
         )
-        return Generation(ids, logprobs, finish)  # type: ignore[arg-type]
+        return Generation(ids, logprobs, finish, versions=call_versions(fields, len(ids)))  # type: ignore[arg-type]
+
+
+def call_versions(fields: dict[str, Any], n: int) -> list[int] | None:
+    """The weight version of each of a call's `n` tokens from verl's server fields: the call's one
+    version; NO_VERSION for each where its tokens span two (a resumed partial rollout); None where
+    the server reports none."""
+    low, high = fields.get("min_global_steps"), fields.get("max_global_steps")
+    if low is None or high is None:
+        return None
+    return [int(low) if low == high else NO_VERSION] * n
 
 
 def task_from_row(kwargs: dict[str, Any]) -> Task:

@@ -30,6 +30,7 @@ from aworld_train.engines.verl.cluster import (
     refuse_resources,
 )
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
+from aworld_train.engines.verl.modes import require_trainer_mode
 from aworld_train.engines.verl.tokens import SPLIT_FIELD
 from aworld_train.errors import ConfigError
 from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
@@ -344,6 +345,7 @@ def render(inputs: RunInputs) -> RenderedRun:
     if address is not None:
         join_cluster(final, address, forwarded_env(cfg, env))
     require_v1(final)
+    require_trainer_mode(final, inputs)
     fit_token_budgets(final, inputs)
     validate(final)
     warn_long_prompts(final, inputs, load_tokenizer(model_path))

@@ -13,6 +13,10 @@ What AReaL 1.0.4 sends (engine/sglang_remote.py, infra/remote_inf_engine.py):
   (`actor.weight_update_mode: disk`); AReaL deletes it once we answer, so it is loaded first.
 - `POST /pause_generation` / `/continue_generation` around an update: new requests wait; the batch
   in flight finishes on the old weights (the load waits for it), so no answer mixes two versions.
+  A request that was waiting for its batch when the load came is answered as SGLang answers one
+  its pause aborted before prefill (no tokens): AReaL stamps each token with the version it knows,
+  which may not yet be the new one, and asks again once its update is over. `meta_info.weight_version`
+  is the version that sampled the answer.
 - `GET /health`; `GET /server_state` (ours) reports the weight version, the loads and batch sizes.
 
 Every weight load is appended to the `--events` JSONL file with the requests and tokens served on
@@ -53,6 +57,22 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     return named
 
 
+def aborted(prompt_tokens: int, version: int) -> dict[str, Any]:
+    """SGLang's answer for a request aborted before prefill: no tokens (AReaL resends it)."""
+    finish = {"type": "abort", "message": "Abort before prefill: the weights changed while it waited"}
+    return {
+        "text": "",
+        "output_ids": [],
+        "meta_info": {
+            "finish_reason": finish,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 0,
+            "output_token_logprobs": [],
+            "weight_version": version,
+        },
+    }
+
+
 class PolicyServer:
     """The state behind the routes: the policy, the pause gate, the weight version and counters."""
 
@@ -61,11 +81,15 @@ class PolicyServer:
         self.stop_ids = set(policy.stop_token_ids)
         self.max_len = max_len
         self.events = events
-        self.version = 0
         self.running = asyncio.Event()
         self.running.set()
-        self.served = {"requests": 0, "tokens": 0}
+        self.served = {"requests": 0, "tokens": 0, "discarded": 0}
         self.loads: list[dict[str, Any]] = []
+
+    @property
+    def version(self) -> int:
+        """The version of the weights it serves (the policy's: set by each load)."""
+        return self.policy.version
 
     def sampling(self, params: dict[str, Any], prompt_len: int) -> SamplingParams:
         unknown = set(params.get("stop_token_ids") or []) - self.stop_ids
@@ -96,8 +120,17 @@ class PolicyServer:
         prompt = [int(t) for t in body["input_ids"]]
         sampling = self.sampling(body.get("sampling_params") or {}, len(prompt))
         await self.running.wait()
-        version = self.version
+        admitted = self.version
         gen = await self.policy.generate(prompt, sampling)
+        # stamped while the batch held the weights, so a load that landed while this request waited
+        # for its batch shows here
+        version = self.version if gen.version is None else gen.version
+        if version != admitted:
+            # AReaL stamps the tokens with the version it set after the load, which it may not have
+            # set yet: as SGLang aborts a request its pause caught before prefill, drop the tokens;
+            # AReaL's client asks again once its update is over
+            self.served["discarded"] += len(gen.token_ids)
+            return aborted(len(prompt), version)
         self.served["requests"] += 1
         self.served["tokens"] += len(gen.token_ids)
         if gen.finish_reason == "stop":
@@ -121,18 +154,19 @@ class PolicyServer:
     async def load_from_disk(self, folder: Path) -> dict[str, Any]:
         started = time.monotonic()
         named = await asyncio.to_thread(read_weights, folder)
-        loaded = await asyncio.to_thread(self.policy.load_weights, named)
         match = _VERSION_IN_PATH.search(folder.name)
+        previous = self.version
+        version = int(match.group(1)) if match else previous + 1
+        loaded = await asyncio.to_thread(self.policy.load_weights, named, version)
         record = {
             "event": "weights",
-            "version": int(match.group(1)) if match else self.version + 1,
+            "version": version,
             "path": str(folder),
             "tensors": loaded,
             "load_s": round(time.monotonic() - started, 3),
-            "served_on_previous": {"version": self.version, **self.served},
+            "served_on_previous": {"version": previous, **self.served},
         }
-        self.version = record["version"]
-        self.served = {"requests": 0, "tokens": 0}
+        self.served = {"requests": 0, "tokens": 0, "discarded": 0}
         self.loads.append(record)
         if self.events is not None:
             with self.events.open("a") as out:

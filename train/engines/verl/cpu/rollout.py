@@ -10,6 +10,8 @@
 - `AWorldCPUAdapter`: the hybrid worker's `BaseRollout`. verl's sync trainer hands it the
   actor's weights after every update (engine_workers.py, `update_weights`); rank 0 loads
   them into the server, as verl's colocated vLLM/SGLang adapters push theirs to the engine.
+  A standalone replica (separate_async) gets them from its checkpoint worker, which received
+  them through the `aworld_cpu` checkpoint engine (weights.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
+from verl.workers.rollout.utils import ensure_async_iterator
 
 from aworld_train.rollout.policy import SamplingParams
 
@@ -86,18 +89,20 @@ class AWorldCPUServer:
             log_probs=list(gen.logprobs) if sampling_params.get("logprobs") else None,
             stop_reason="completed",
             num_preempted=0,
-            extra_fields={"global_steps": self.global_steps},
+            # the version stamped while the batch held the weights: a load that lands while this
+            # request waits cannot make it report weights it did not use
+            extra_fields={"global_steps": self.policy.version if gen.version is None else gen.version},
         )
 
     async def load_weights(self, named: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
-        loaded = await asyncio.to_thread(self._load, named)
-        self.global_steps = global_steps
+        loaded = await asyncio.to_thread(self._load, named, global_steps)
+        self.global_steps = self.policy.version
         self.weight_loads += 1
         return loaded
 
-    def _load(self, named: list[tuple[str, torch.Tensor]]) -> int:
+    def _load(self, named: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
         try:
-            return self.policy.load_weights(dict(named))
+            return self.policy.load_weights(dict(named), version=global_steps)
         except RuntimeError as exc:
             raise RuntimeError(f"{NAME}: {exc}") from exc
 
@@ -109,7 +114,13 @@ class AWorldCPUServer:
         }
 
     async def set_global_steps(self, global_steps: int) -> None:
-        self.global_steps = global_steps
+        # verl's name for the version of the weights this server holds (its vLLM server's too)
+        await asyncio.to_thread(self._set_version, global_steps)
+
+    def _set_version(self, global_steps: int) -> None:
+        with self.policy.lock:
+            self.policy.version = int(global_steps)
+        self.global_steps = int(global_steps)
 
     # control calls verl makes on every server; a CPU model has no cache to free or engine to pause
     async def wake_up(self, tags: list[str] | None = None) -> None: ...
@@ -148,8 +159,11 @@ class AWorldCPUReplica(RolloutReplica):
         )
         self.servers = [server]
         self._server_handle = server
-        address, port = await server.get_server_address.remote()
-        self._server_address = f"{address}:{port}"
+        address, _ = await server.get_server_address.remote()
+        # no HTTP endpoint: the address only names the server in verl's load balancer, which keys
+        # servers by it, so each replica needs its own (separate_async holds a hybrid replica and a
+        # standalone one in one balancer, and removes the hybrid ones by address)
+        self._server_address = f"{address}/{name}"
 
     def rollout_worker_use_gpu(self) -> bool:
         return False
@@ -181,8 +195,12 @@ class AWorldCPUAdapter(BaseRollout):
             raise ValueError(f"{NAME}: weight wire format {wire_format!r}; only named_tensors is supported")
         if kwargs.get("peft_config") is not None:
             raise ValueError(f"{NAME}: LoRA adapters are not supported; set model.lora.merge=true")
-        # drained on every rank: the generator gathers FSDP shards collectively
-        named = [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in weights]
+        # drained on every rank: the generator gathers FSDP shards collectively (a standalone
+        # replica's come from the aworld_cpu checkpoint engine, an async generator)
+        named = [
+            (name, tensor.detach().to("cpu", copy=True))
+            async for name, tensor in ensure_async_iterator(weights)
+        ]
         if self.is_leader:
             await self.server().load_weights.remote(named, kwargs.get("global_steps"))
 
