@@ -48,7 +48,11 @@ def test_device_cpu_renders_the_same_command_with_the_cpu_rollout(tmp_path, tiny
         assert Path(sampler.custom_sampler.path).name == "episodes.py"
         # groups with no episode to train are replaced; 3 steps of 8 prompts (the defaults) in a row stop the run
         assert sampler.sync_refill_failed_groups is True
-        assert dict(sampler.sampler_kwargs) == {"refill_failed_groups": True, "failed_groups_limit": 3 * 8}
+        assert dict(sampler.sampler_kwargs) == {
+            "refill_failed_groups": True,
+            "failed_groups_limit": 3 * 8,
+            "groups_per_step": 8,
+        }
 
 
 def test_a_run_may_keep_failed_groups(tmp_path, tiny_model_dir):
@@ -172,7 +176,7 @@ class FakeStore:
         for key in [keys] if isinstance(keys, str) else keys:
             self.data.get(partition_id, {}).pop(key, None)
 
-    def group(self, uid: str, statuses: list[str]) -> None:
+    def group(self, uid: str, statuses: list[str], task: str | None = None) -> None:
         """One prompt group as verl's agent loop leaves it, with our episode tags: `finished` even
         when no episode gave an output (verl marks `failure` only a loop that raised)."""
         train = self.data.setdefault("train", {})
@@ -181,6 +185,7 @@ class FakeStore:
             if status == "ok":
                 train[f"{uid}_{i}"] = {"reward": 1.0}
             tag = {"status": status, "trained": status == "ok", "reward": 0.0, "error": f"why {status}"}
+            tag["task"] = task or uid
             self.data.setdefault("aworld_episodes", {})[f"{uid}_{i}"] = tag
 
 
@@ -194,7 +199,7 @@ def store(monkeypatch):
     return fake
 
 
-def _sampler(refill, limit, mode="sync", threshold=None):
+def _sampler(refill, limit, mode="sync", threshold=None, groups_per_step=1):
     from omegaconf import OmegaConf
 
     from aworld_train.engines.verl.episodes import EpisodeStatusSampler, EpisodeStatusSamplerAsync
@@ -204,7 +209,9 @@ def _sampler(refill, limit, mode="sync", threshold=None):
         trainer_config=OmegaConf.create({}),
         max_off_policy_threshold=threshold,
         max_off_policy_strategy="drop",
-        sampler_kwargs=OmegaConf.create({"refill_failed_groups": True, "failed_groups_limit": limit}),
+        sampler_kwargs=OmegaConf.create(
+            {"refill_failed_groups": True, "failed_groups_limit": limit, "groups_per_step": groups_per_step}
+        ),
         refill_fn=refill,
     )
 
@@ -245,18 +252,43 @@ def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store)
     assert refills == [1, 1]
 
 
-def test_a_group_whose_every_reward_failed_stops_the_run_at_once(store):
-    """A reward that fails on every episode of a group is broken code: no refill escapes it."""
+def test_a_steps_worth_of_groups_whose_every_reward_failed_stops_the_run(store):
+    """A reward that fails on every sample is broken code: no refill escapes it, so one step's worth
+    of such groups in a row stops the run, long before trainer.stop_after_failed_steps."""
     from aworld_train.errors import RunCannotLearn
 
     store.group("g0", ["reward_error", "reward_error"])
     refills = []
 
+    def refill(count):
+        refills.append(count)
+        store.group(f"g{len(refills)}", ["reward_error", "reward_error"])
+
     with pytest.raises(
-        RunCannotLearn, match=r"last 1 prompt groups could be trained \(reward_error 2\).*fix reward.fn"
+        RunCannotLearn, match=r"last 2 prompt groups could be trained \(reward_error 4\).*fix reward.fn"
     ):
-        _sampler(refills.append, limit=30).sample(1, "train", 1)
-    assert refills == []
+        _sampler(refill, limit=30, groups_per_step=2).sample(1, "train", 2)
+    assert refills == [1]
+
+
+def test_one_task_whose_reward_fails_is_replaced_not_a_stop(store):
+    """A reward that fails on one task's row (a bad ground truth) fails that task's groups only,
+    however often the task is drawn: they are replaced and the step trains on the others."""
+    store.group("good", ["ok", "ok"])
+    store.group("bad", ["reward_error", "reward_error"], task="t-bad")
+    refills = []
+
+    def refill(count):  # the same task drawn again, then a task whose reward works
+        refills.append(count)
+        if len(refills) == 1:
+            store.group("again", ["reward_error", "reward_error"], task="t-bad")
+        else:
+            store.group("fresh", ["ok", "reward_error"])
+
+    batch, metrics = _sampler(refill, limit=30, groups_per_step=2).sample(1, "train", 2)
+    assert refills == [1, 1]
+    assert sorted(batch.keys) == ["fresh_0", "good_0", "good_1"]
+    assert metrics["training/aworld/status/reward_error"] == 5
 
 
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])

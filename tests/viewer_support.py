@@ -70,7 +70,8 @@ class PartlyScripted:
         else:
             reply = calculator_reply(text)
         ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.end]
-        return Generation(ids, scripted_logprobs(len(ids)), "stop")
+        # stamped with the weights' version, as the local policy stamps what it samples
+        return Generation(ids, scripted_logprobs(len(ids)), "stop", versions=[self.policy.version] * len(ids))
 
 
 def scripted_logprobs(n: int) -> list[float]:

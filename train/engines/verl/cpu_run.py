@@ -137,4 +137,5 @@ def sampler_derived(cfg: TrainConfig) -> list[Derived]:
             "trainer.v1.sampler.sampler_kwargs.failed_groups_limit",
             cfg.trainer.stop_after_failed_steps * cfg.data.batch_size,
         ),
+        Derived("trainer.v1.sampler.sampler_kwargs.groups_per_step", cfg.data.batch_size),
     ]

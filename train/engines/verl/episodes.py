@@ -22,8 +22,8 @@ replaces only groups whose loop raised: replay_buffer.ReplayBufferAsync._termina
 verl hands a custom sampler none of its refill settings (trainer_base._build_replay_buffer), so
 the render passes ours in `sampler_kwargs`. A policy that only fails would be refilled forever:
 after `failed_groups_limit` such groups in a row (trainer.stop_after_failed_steps steps' worth)
-the run stops with their statuses, and at the first
-such group whose every episode ended as reward_error (`failure_streak.STOP_AT_ONCE`). The asynchronous trainers also drop groups older than
+the run stops with their statuses, and after one step's worth of tasks (`groups_per_step`)
+whose every episode ended as reward_error (`failure_streak.STOP_AT_ONCE`). The asynchronous trainers also drop groups older than
 `trainer.v1.sampler.max_off_policy_threshold` steps (verl logs them as
 training/off_policy/evicted_samples); their episodes' tags go with them, uncounted.
 """
@@ -52,6 +52,7 @@ async def report_episode(run_kwargs: dict[str, Any], traj: Trajectory, agents: l
     import transfer_queue as tq
 
     tag = {
+        "task": traj.task_id,
         "status": traj.status,
         "error": clipped(traj.error or ""),
         "trained": bool(agents),
@@ -121,6 +122,7 @@ class _EpisodeStatuses:
             self.sync_refill_failed_groups = True
             self.gen_batch_size = 1
         self._failed_groups_limit = int(options.get("failed_groups_limit", 0))
+        self._groups_per_step = max(1, int(options.get("groups_per_step", 1)))
         self._failed_in_a_row: set[str] = set()
         self._aworld_selected: list[str] = []
 
@@ -144,9 +146,13 @@ class _EpisodeStatuses:
         return [tag for key, tag in _tags().items() if key.rsplit("_", 1)[0] in self._failed_in_a_row]
 
     def _stop_at_once(self) -> bool:
-        """The failed groups' episodes all failed for a cause that no later prompt will escape."""
-        statuses = {str(t.get("status")) for t in self._failed_tags()}
-        return bool(statuses) and statuses <= STOP_AT_ONCE
+        """A step's worth of tasks in a row whose episodes all failed for a cause no later prompt
+        will escape (a reward that fails on every sample; one task's bad row fails its own groups
+        only, however often it is drawn)."""
+        tags = self._failed_tags()
+        statuses = {str(t.get("status")) for t in tags}
+        tasks = {t.get("task") for t in tags}
+        return bool(statuses) and statuses <= STOP_AT_ONCE and len(tasks) >= self._groups_per_step
 
     def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons):
         stale, _dapo, failed, _counts = eviction_reasons
