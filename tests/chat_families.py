@@ -665,8 +665,18 @@ ALL_CASES = CASES + RECENT
 _BASES: dict[tuple, Any] = {}
 
 
+_CASES: dict[str, Any] = {}
+
+
 def case_tokenizer(case: Case):
-    """The case's vocabulary with its family's tokens, its template and its bos/eos."""
+    """The case's vocabulary with its family's tokens, its template and its bos/eos; made once per
+    test process (the template tests only read it)."""
+    if case.name not in _CASES:
+        _CASES[case.name] = _case_tokenizer(case)
+    return _CASES[case.name]
+
+
+def _case_tokenizer(case: Case):
     key = (case.vocab, tuple(sorted(case.renamed)))
     if key not in _BASES:
         _BASES[key] = vocab_tokenizer(case.vocab, case.renamed or None)

@@ -308,6 +308,32 @@ def test_episode_on_real_template(tokenizers, case, scenario, run):
     row["status"] = "ok"
 
 
+@pytest.mark.parametrize("name", REFUSED_RESULTS)
+def test_tool_results_go_in_user_turns_where_the_template_has_no_tool_role(name):
+    """Phi-3.5 drops tool messages and Gemma-2 refuses them; with rollout.tool_results_as_user the
+    results reach the model as a user turn (parallel results in one), and the episode trains."""
+    case = next(c for c in CASES if c.name == name)
+    tok = case_tokenizer(case)
+    assert ChatRenderer(tok).tool_results_problem  # refused without the setting
+    d = Drive(case, tok, {}, tool_results_as_user=True)
+    assert d.renderer.tool_results_problem is None
+    _script(d, "parallel calls", tools_ok=True)
+    user_turn = {
+        "microsoft-Phi-3.5-mini-instruct": "<|user|>",
+        "google-gemma-2-2b-it": "<start_of_turn>user",
+    }[name]
+    before = len(d.prompts[0]) + len(d.gens[0].token_ids)
+    delta = tok.decode(d.prompts[1][before:])
+    assert delta.count(user_turn) == 1, delta  # both results in one user turn
+    assert "<tool_response>\n1776 (first)\n</tool_response>\n<tool_response>\n4 (second)" in delta, delta
+    picked = [
+        t
+        for t, m in zip(d.ledger.segments[0].response_ids, d.ledger.segments[0].response_mask, strict=True)
+        if m
+    ]
+    assert picked == [t for g in d.gens for t in g.token_ids]
+
+
 def test_every_family_is_recognised(tokenizers):
     """Each template's family, parser and turn ends (the check command names them)."""
     expected = {
@@ -336,6 +362,37 @@ def test_every_family_is_recognised(tokenizers):
     oss = tokenizers["openai-gpt-oss-120b"]
     oss_stops = {oss.decode([i]) for i in stop_token_ids(oss)}
     assert {"<|return|>", "<|call|>"} <= oss_stops and "<|end|>" not in oss_stops
+
+
+def test_turn_ends_are_read_from_the_template():
+    """What each template writes after an answer and after its calls are stop ids; what it writes
+    inside a turn never is; a turn end the policy sampled is not written again after it."""
+    stops = {}
+    for case in ALL_CASES:
+        if case.name in ("Kimi-K3", "upstage-Solar-Open-100B", "google-gemma-4-31B-it", "unsloth-Apriel-1.5"):
+            tok = case_tokenizer(case)
+            stops[case.name] = {tok.decode([i]) for i in stop_token_ids(tok)}
+    # Kimi-K3 opens every turn with <|close|>think<|sep|>: a stop there ends the turn before it begins
+    assert stops["Kimi-K3"] == {"<|end_of_msg|>"}
+    # Solar ends a call turn with <|calls|>, Gemma 4 with <|tool_response>: not their answers' end
+    assert stops["upstage-Solar-Open-100B"] == {"<|end|>", "<|calls|>"}
+    assert stops["google-gemma-4-31B-it"] == {"<turn|>", "<|tool_response>"}
+    # Apriel writes "\n<|end|>\n" and its eos (<|end|>) after a turn: once in the ledger
+    case = next(c for c in ALL_CASES if c.name == "unsloth-Apriel-1.5")
+    renderer = ChatRenderer(case_tokenizer(case))
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "calculate", "arguments": '{"expression": "1"}'},
+    }
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    delta = renderer.delta_text(
+        history, [{"role": "tool", "tool_call_id": "c", "content": "1"}], TOOLS, "<|end|>"
+    )
+    assert delta.startswith("<|tool_result|>"), delta
+    answer = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "It is 1."}]
+    after_answer = renderer.delta_text(answer, [{"role": "user", "content": "Next?"}], TOOLS, "<|end|>")
+    assert after_answer.startswith("<|user|>"), after_answer
 
 
 def test_a_dropped_tool_result_ends_the_episode_instead_of_training(tokenizers):

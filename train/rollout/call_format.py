@@ -122,7 +122,10 @@ def _misreads(parser: ToolParser, render: Render, call_ids: CallIds) -> str | No
     ids = (call_ids(NAMES[0], 0), call_ids(NAMES[1], 1))
     probes = [[(NAMES[0], ids[0], TYPED)], [(NAMES[0], ids[0], ONE), (NAMES[1], ids[1], SECOND)]]
     tools = probe_tools()
-    answer = render({"role": "assistant", "content": ANSWER})
+    try:
+        answer = render({"role": "assistant", "content": ANSWER})
+    except Exception as exc:
+        return f"the template cannot render an answer turn ({type(exc).__name__}: {exc})"
     for calls in probes:
         try:
             text = render(call_message(calls))

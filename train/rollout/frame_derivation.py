@@ -91,8 +91,8 @@ def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> Cal
     one = [(NAMES[0], ids[0], ONE)]
     two = [*one, (NAMES[1], ids[1], SECOND)]
     typed = [(NAMES[0], ids[0], TYPED)]
-    answer = render({"role": "assistant", "content": ANSWER})
     try:
+        answer = render({"role": "assistant", "content": ANSWER})
         t_one = render(call_message(one))
         t_typed = render(call_message(typed))
     except Exception as exc:
@@ -102,7 +102,7 @@ def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> Cal
     if t_content is not None and NAMES[0] not in t_content and ids[0] not in t_content:
         t_content = None  # the template drops the calls of a turn with content
     if NAMES[0] not in t_one and ids[0] not in t_one:
-        raise NotAFrame(f"the template writes neither the tool's name nor the call's id: {t_one!r}")
+        raise NotAFrame("the template writes neither the tool's name nor the call's id")
     args = _learn_args(t_typed, ids[0])
     calls_one = _holes(t_one, NAMES[0], ids[0], ONE, args)
     start, end = calls_one[0][0], calls_one[-1][1]
@@ -130,7 +130,7 @@ def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> Cal
         sep = between[close_len : len(between) - open_len]
     pieces = tuple(_merge([*call_open, *inner, *call_close]))
     if not block_open.strip() and not (isinstance(pieces[0], str) and pieces[0].strip()):
-        raise NotAFrame(f"no text marks where a call starts (it opens with its {pieces[0].what}): {t_one!r}")
+        raise NotAFrame(f"no text marks where a call starts (it opens with its {pieces[0].what})")
     content_after, content_sep = _content_place(t_content, ids[0], args, lead)
     if t_content is not None and not content_after:
         _same_content_frame(t_content, answer)
