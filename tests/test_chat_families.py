@@ -393,6 +393,16 @@ def test_turn_ends_are_read_from_the_template():
     answer = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "It is 1."}]
     after_answer = renderer.delta_text(answer, [{"role": "user", "content": "Next?"}], TOOLS, "<|end|>")
     assert after_answer.startswith("<|user|>"), after_answer
+    # Laguna writes "\n</assistant>\n" after an answer: the sampled </assistant> is not followed by another
+    laguna = Case(
+        "poolside-Laguna-XS.2", "qwen2", specials=("<user>", "</user>", "<assistant>", "</assistant>")
+    )
+    tok = case_tokenizer(laguna)
+    assert "</assistant>" in {tok.decode([i]) for i in stop_token_ids(tok)}
+    after_answer = ChatRenderer(tok).delta_text(
+        answer, [{"role": "user", "content": "Next?"}], TOOLS, "</assistant>"
+    )
+    assert after_answer.lstrip().startswith("<user>"), after_answer
 
 
 def test_a_dropped_tool_result_ends_the_episode_instead_of_training(tokenizers):

@@ -217,9 +217,7 @@ def test_a_template_whose_calls_no_parser_reads_is_refused_before_the_model_load
         assert "no text marks where a call starts" in message and "Fix: set rollout.tool_parser" in message
 
 
-def test_check_names_the_family_parser_and_stop_ids_and_fails_on_a_lossy_template(
-    tmp_path, phi_folder, unreadable_folder
-):
+def test_check_names_the_family_parser_and_stop_ids_and_fails_on_a_lossy_template(tmp_path, phi_folder):
     glm = tmp_path / "glm"
     tiny_model(_case("GLM-4.6"), glm)
 
@@ -244,8 +242,14 @@ def test_check_names_the_family_parser_and_stop_ids_and_fails_on_a_lossy_templat
     assert out.returncode == 2, out.stdout + out.stderr
     assert "FAIL chat template: generic template" in out.stdout and "drops tool results" in out.stdout
     assert "rollout.tool_results_as_user: true" in out.stdout
-    out = check(unreadable_folder)
-    assert out.returncode == 2, out.stdout + out.stderr
-    line = next(x for x in out.stdout.split("\n\n")[0].splitlines() if "chat template" in x)
-    assert "FAIL chat template: generic template; tool parser none (auto)" in line, out.stdout
-    assert "no tool-call parser reads this chat template's calls" in out.stdout
+
+
+def test_check_fails_on_a_template_whose_calls_no_parser_reads(tmp_path, unreadable_folder, capsys):
+    from aworld_train.cli import main
+
+    args = [f"model={unreadable_folder}", "rollout.tool_parser=auto", f"trainer.run_dir={tmp_path / 'run'}"]
+    assert main(["check", str(ROOT / "examples/calculator/grpo_local.yaml"), *args]) == 2
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "chat template" in x)
+    assert line.startswith("FAIL chat template: generic template; tool parser none (auto)"), out
+    assert "no tool-call parser reads this chat template's calls; it writes a call as ' to=zqfnone" in line

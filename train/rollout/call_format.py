@@ -67,7 +67,7 @@ class CallFormat:
         return result
 
 
-def resolve(render: Render, call_ids: CallIds, family_parser: str, setting: str, thinks: bool) -> CallFormat:
+def resolve(render: Render, call_ids: CallIds, family_parser: str, setting: str) -> CallFormat:
     """The call format of `setting` (auto, template, or a parser's name) for the template behind
     `render`; `family_parser` is the registry's parser for its family ("" where none)."""
     try:
@@ -79,7 +79,7 @@ def resolve(render: Render, call_ids: CallIds, family_parser: str, setting: str,
     why_not = ""
     if setting in (AUTO, TEMPLATE):
         try:
-            frame = derive_frame(render, call_ids, thinks)
+            frame = derive_frame(render, call_ids)
             derived = TemplateParser(frame)
             markers = frame.markers or markers
         except NotAFrame as exc:

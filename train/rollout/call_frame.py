@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from aworld_train.rollout.parsers.base import ParsedCall, ParseResult, parameter_types
@@ -26,7 +26,7 @@ from aworld_train.rollout.value_syntax import JSON, ValueSyntax
 
 HoleKind = Literal["name", "id", "index", "args"]
 ValueKind = Literal["string", "number", "boolean", "object", "array", "null"]
-_TAG = re.compile(r"<[^<>]*>|\[[A-Z_/]+\]")
+TAGS = re.compile(r"<[^<>]*>|\[[A-Z_/]+\]")  # a template's tags: <tool_call>, <|im_end|>, [TOOL_CALLS]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Params:
     value is a literal of its syntax (strings quoted) and `sep` separates the parameters."""
 
     open: str
-    mids: tuple[tuple[str, str], ...]  # (kind, text between the key and the value)
+    mids: tuple[tuple[str, str], ...]  # (kind, text between key and value); kind "any": one for all
     close: str
     sep: str
     encoders: tuple[tuple[str, ValueSyntax], ...]  # (kind, the syntax a value of that kind is written in)
@@ -87,7 +87,6 @@ class CallFrame:
     index_base: int = 0
     id_name: tuple[str, str] | None = None  # the id holds the name: (text before, text after it)
     markers: tuple[str, ...] = ()  # text that opens a call block and never occurs in an answer
-    notes: tuple[str, ...] = field(default=(), compare=False)
 
     # -- reading ---------------------------------------------------------------------
     def parse(self, text: str, tools: list[dict[str, Any]] | None = None) -> ParseResult:
@@ -250,7 +249,7 @@ def read_params(params: Params, text: str, pos: int, types: dict[str, Any]) -> t
     """Parameters from `pos` on, as many as follow one another."""
     out: dict[str, Any] = {}
     mids = dict(params.mids)
-    mid_stop = _common_prefix(list(mids.values())) or next(iter(mids.values()))
+    mid_stop = common_prefix(list(mids.values())) or next(iter(mids.values()))
     while True:
         start = pos
         if out and params.sep.strip():
@@ -385,14 +384,16 @@ def _trim(raw: str, head: str, tail: str) -> str:
     return raw
 
 
-def _common_prefix(texts: list[str]) -> str:
-    if not texts:
-        return ""
-    first = texts[0]
+def common_prefix(texts: list[str]) -> str:
+    first = texts[0] if texts else ""
     n = 0
     while n < len(first) and all(len(t) > n and t[n] == first[n] for t in texts):
         n += 1
     return first[:n]
+
+
+def common_suffix(texts: list[str]) -> str:
+    return common_prefix([t[::-1] for t in texts])[::-1]
 
 
 def _cut_short(text: str, pos: int, literal: str) -> bool:
@@ -425,5 +426,5 @@ def _name_of(call_id: str | None, id_name: tuple[str, str] | None) -> str:
 
 
 def first_tag(text: str) -> str:
-    match = _TAG.search(text)
+    match = TAGS.search(text)
     return match.group() if match else ""

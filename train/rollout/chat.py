@@ -164,7 +164,6 @@ class ChatRenderer:
                 # the family's parser; where the template writes no calls, the format in the prompt is ours
                 self.family.parser if self.family.markers or not self.renders_calls else "",
                 setting,
-                thinks=True,
             )
         finally:
             self._calls = held

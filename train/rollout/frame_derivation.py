@@ -12,15 +12,17 @@ derived (`NotAFrame` says why). Nothing here reaches the network; a renderer der
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from aworld_train.rollout.call_frame import (
+    TAGS,
     CallFrame,
     Hole,
     Params,
     Piece,
+    common_prefix,
+    common_suffix,
     first_tag,
     read_params,
     value_kind,
@@ -40,7 +42,6 @@ _SCHEMA = {
     "boolean": "boolean",
 }
 
-_TAGS = re.compile(r"<[^<>]*>|\[[A-Z_/]+\]")
 # an assistant message -> the text its model writes for it (`ChatRenderer.turn_text`)
 Render = Callable[[dict[str, Any]], str]
 # (tool name, index in the turn) -> a call id in the form the template accepts
@@ -85,7 +86,7 @@ def call_message(
     return message
 
 
-def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> CallFrame:
+def derive_frame(render: Render, call_ids: CallIds) -> CallFrame:
     """The frame of the template behind `render`; NotAFrame where there is none."""
     ids = (call_ids(NAMES[0], 0), call_ids(NAMES[1], 1))
     one = [(NAMES[0], ids[0], ONE)]
@@ -108,27 +109,13 @@ def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> Cal
     start, end = calls_one[0][0], calls_one[-1][1]
     content_start = _holes(t_content, NAMES[0], ids[0], ONE, args)[0][0] if t_content else None
     lead = call_lead(answer, t_one, start, t_content, content_start)
-    tail = _without_turn_end(t_one[end:], answer)
-    inner: list[Piece] = _inner(t_one, calls_one)
-    bases: list[int] = []
-    call_open, call_close, block_open, block_close, sep = [lead], [tail], "", "", ""
-    if t_two is not None:
+    tail = turn_body(t_one[end:], answer)
+    if t_two is None:  # one call per turn: the whole opening and closing belong to the call
+        block_open, block_close, sep, bases = "", "", "", []
+        pieces = tuple(_merge([lead, *_inner(t_one, calls_one), tail]))
+    else:
         calls_two = _holes(t_two, NAMES[0], ids[0], ONE, args) + _holes(t_two, NAMES[1], ids[1], SECOND, args)
-        first, second = calls_two[: len(calls_one)], calls_two[len(calls_one) :]
-        if [h[2] for h in second] != [h[2] for h in calls_one] or first[-1][1] > second[0][0]:
-            raise NotAFrame(f"two calls are not written one after the other in the same form: {t_two!r}")
-        between = t_two[first[-1][1] : second[0][0]]
-        inner = _indexed(_inner(t_two, first), _inner(t_two, second), bases)
-        open_len, open_digits = _common_end(lead, between, backwards=True)
-        open_len = len(lead) - after_tag(lead, len(lead) - open_len)
-        close_len, close_digits = _common_end(tail, between[: len(between) - open_len], backwards=False)
-        close_len = _before_tag(tail, close_len)
-        shift = len(lead) - open_len
-        call_open = _with_index(lead[shift:], [d - shift for d in open_digits], bases)
-        call_close = _with_index(tail[:close_len], close_digits, bases)
-        block_open, block_close = lead[:shift], tail[close_len:]
-        sep = between[close_len : len(between) - open_len]
-    pieces = tuple(_merge([*call_open, *inner, *call_close]))
+        block_open, pieces, sep, block_close, bases = _split(t_two, calls_two, len(calls_one), lead, tail)
     if not block_open.strip() and not (isinstance(pieces[0], str) and pieces[0].strip()):
         raise NotAFrame(f"no text marks where a call starts (it opens with its {pieces[0].what})")
     content_after, content_sep = _content_place(t_content, ids[0], args, lead)
@@ -151,12 +138,34 @@ def derive_frame(render: Render, call_ids: CallIds, thinks: bool = False) -> Cal
         probes.append((t_two, two, ""))
     if t_content is not None:
         probes.append((t_content, one, CONTENT))
-    if thinks:
-        t_think = _maybe(render, call_message(one, "", THOUGHT), NAMES[0])
-        if t_think is not None:
-            probes.append((t_think, one, None))
+    t_think = _maybe(render, call_message(one, "", THOUGHT), THOUGHT)  # where the template shows reasoning
+    if t_think is not None and NAMES[0] in t_think:
+        probes.append((t_think, one, None))
     _check(frame, probes, answer)
     return frame
+
+
+def _split(text: str, calls: list[Span], per_call: int, lead: str, tail: str):
+    """The block's and each call's own text, from two calls in `text`: a call opens with what the
+    text before the first call (`lead`) and the text between the two calls end with alike, and
+    closes with what the text after the last (`tail`) and the text between begin with alike;
+    digits that are one more in the second call are its index. Returns (block_open, a call's
+    pieces, the separator between calls, block_close, the first call's index digits)."""
+    first, second = calls[:per_call], calls[per_call:]
+    if [h[2] for h in second] != [h[2] for h in first] or first[-1][1] > second[0][0]:
+        raise NotAFrame(f"two calls are not written one after the other in the same form: {text!r}")
+    between = text[first[-1][1] : second[0][0]]
+    bases: list[int] = []
+    inner = _indexed(_inner(text, first), _inner(text, second), bases)
+    open_len, open_digits = _common_end(lead, between, backwards=True)
+    open_len = len(lead) - after_tag(lead, len(lead) - open_len)
+    close_len, close_digits = _common_end(tail, between[: len(between) - open_len], backwards=False)
+    close_len = _before_tag(tail, close_len)
+    shift = len(lead) - open_len
+    call_open = _with_index(lead[shift:], [d - shift for d in open_digits], bases)
+    call_close = _with_index(tail[:close_len], close_digits, bases)
+    pieces = tuple(_merge([*call_open, *inner, *call_close]))
+    return lead[:shift], pieces, between[close_len : len(between) - open_len], tail[close_len:], bases
 
 
 # -- the arguments ---------------------------------------------------------------------------
@@ -188,7 +197,7 @@ def _learn_params(text: str, args: dict[str, Any], lo: int) -> Params:
     order = sorted(args, key=positions.__getitem__)
     gaps = [text[positions[a] + len(a) : positions[b]] for a, b in zip(order, order[1:], strict=False)]
     lead = text[lo : positions[order[0]]]
-    open_ = _common_suffix([*gaps, lead])
+    open_ = common_suffix([*gaps, lead])
     open_ = open_[after_tag(open_, 0) if _inside_tag(open_, 0) < 0 else 0 :]
     cut = after_tag(gaps[0], len(gaps[0]) - len(open_)) if gaps else len(lead) - len(open_)
     open_ = (gaps[0] if gaps else lead)[cut:]
@@ -206,7 +215,7 @@ def _learn_params(text: str, args: dict[str, Any], lo: int) -> Params:
         mids[kind] = rest[:start]
         afters.append(rest[end:])
         encoders[kind] = syntax or JSON
-    terminator = _common_prefix(afters[:-1])
+    terminator = common_prefix(afters[:-1])
     terminator = terminator[: _before_tag(afters[0], len(terminator))] if len(afters) > 1 else terminator
     delimited = bool(terminator.strip()) and afters[-1].startswith(terminator) and bare_strings
     if not delimited and bare_strings:
@@ -369,14 +378,7 @@ def _merge(pieces: list[Piece]) -> list[Piece]:
 def _opening(answer: str, call: str) -> int:
     """How much of a call turn's start it shares with an answer's (a think block): the calls
     begin after it. Never cut inside a tag."""
-    return _before_tag(call, len(_common_prefix([answer, call])))
-
-
-def _without_turn_end(tail: str, answer: str) -> str:
-    """A call turn's text after its last hole, less the turn end an answer turn shares."""
-    after = answer[answer.find(ANSWER) + len(ANSWER) :] if ANSWER in answer else ""
-    n = len(_common_suffix([tail, after])) if after else 0
-    return tail[: after_tag(tail, len(tail) - n)]
+    return _before_tag(call, len(common_prefix([answer, call])))
 
 
 def turn_body(turn: str, answer: str) -> str:
@@ -387,7 +389,7 @@ def turn_body(turn: str, answer: str) -> str:
     after = answer[answer.find(ANSWER) + len(ANSWER) :]
     if turn == answer:
         return turn[: len(turn) - len(after)]
-    n = len(_common_suffix([turn, after]))
+    n = len(common_suffix([turn, after]))
     return turn[: after_tag(turn, len(turn) - n)]
 
 
@@ -404,7 +406,7 @@ def _same_content_frame(t_content: str, answer: str) -> None:
 
 def _inside_tag(text: str, cut: int) -> int:
     """Where the tag that `cut` falls inside begins (-1: it falls between tags)."""
-    for match in _TAGS.finditer(text):
+    for match in TAGS.finditer(text):
         if match.start() < cut < match.end():
             return match.start()
     return -1
@@ -413,7 +415,7 @@ def _inside_tag(text: str, cut: int) -> int:
 def after_tag(text: str, cut: int) -> int:
     """`cut`, moved forward past the tag it falls inside, if any."""
     start = _inside_tag(text, cut)
-    return cut if start < 0 else _TAGS.match(text, start).end()
+    return cut if start < 0 else TAGS.match(text, start).end()
 
 
 def _before_tag(text: str, cut: int) -> int:
@@ -466,7 +468,7 @@ def call_lead(answer: str, call: str, start: int, with_content: str | None, cont
     if with_content is not None and content_start is not None and CONTENT in with_content:
         at = with_content.find(CONTENT) + len(CONTENT)
         if at <= content_start:
-            shared = len(_common_suffix([lead, with_content[at:content_start]]))
+            shared = len(common_suffix([lead, with_content[at:content_start]]))
             lead = lead[after_tag(lead, len(lead) - shared) :].lstrip()
     return lead
 
@@ -541,15 +543,3 @@ def _maybe(render: Render, message: dict[str, Any], must_hold: str) -> str | Non
     except Exception:  # a template may refuse a probe (one call per turn): that part stays unknown
         return None
     return text if must_hold in text else None
-
-
-def _common_prefix(texts: list[str]) -> str:
-    first = texts[0] if texts else ""
-    n = 0
-    while n < len(first) and all(len(t) > n and t[n] == first[n] for t in texts):
-        n += 1
-    return first[:n]
-
-
-def _common_suffix(texts: list[str]) -> str:
-    return _common_prefix([t[::-1] for t in texts])[::-1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aworld_train.rollout.call_frame import common_suffix
 from aworld_train.rollout.frame_derivation import (
     ANSWER,
     CONTENT,
@@ -64,7 +65,7 @@ def turn_ends(renderer) -> TurnEnds:
         written.append(answer_end)
     tail_call = _tail(renderer, one, ONE["zqks"], tools)
     if tail_call is not None and not (answer_end and answer_end in tail_call):
-        shared = len(_common_suffix(tail_call, tail_answer or ""))
+        shared = len(common_suffix([tail_call, tail_answer or ""]))
         own_end = after_tag(tail_call, len(tail_call) - shared)  # never cut inside a tag
         own = _last(renderer.tokenizer, tail_call[:own_end], special - inside)
         if own and own not in written:
@@ -108,10 +109,3 @@ def _first(tokenizer, text: str, wanted: set[str]) -> str | None:
 
 def _last(tokenizer, text: str, wanted: set[str]) -> str | None:
     return next((t for t in reversed(_tokens(tokenizer, text)) if t in wanted), None)
-
-
-def _common_suffix(a: str, b: str) -> str:
-    n = 0
-    while n < len(a) and n < len(b) and a[-1 - n] == b[-1 - n]:
-        n += 1
-    return a[len(a) - n :]
