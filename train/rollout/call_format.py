@@ -126,6 +126,7 @@ def _misreads(parser: ToolParser, render: Render, call_ids: CallIds) -> str | No
         answer = render({"role": "assistant", "content": ANSWER})
     except Exception as exc:
         return f"the template cannot render an answer turn ({type(exc).__name__}: {exc})"
+    read = 0
     for calls in probes:
         try:
             text = render(call_message(calls))
@@ -133,6 +134,7 @@ def _misreads(parser: ToolParser, render: Render, call_ids: CallIds) -> str | No
             continue
         if any(name not in text and call_id not in text for name, call_id, _ in calls):
             continue  # or write only one of them (gpt-oss)
+        read += 1
         text = turn_body(text, answer)  # as sampled: without the turn end the policy stopped at
         result = parser.parse(text, tools)
         got = [(c.name, c.arguments) for c in result.calls]
@@ -140,6 +142,8 @@ def _misreads(parser: ToolParser, render: Render, call_ids: CallIds) -> str | No
             return f"it reads {got or 'no call'} from {text!r}" + (
                 f" ({result.errors[0]})" if result.errors else ""
             )
+    if not read:
+        return "the template writes none of the probe calls"
     if parser.parse(turn_body(answer, answer), tools).calls:
         return f"it reads a call in an answer {answer!r}"
     return None
