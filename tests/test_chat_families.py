@@ -466,6 +466,8 @@ def _cell(row: dict | None) -> str:
     if status != "ok":
         return status
     same = f", = hand {row['same_as_hand']}" if row.get("same_as_hand") else ""
+    if row["results_reach"] == "0/0":  # the template carries no tool result: the scenario makes no call
+        return f"ok, no tool call{same}"
     return f"ok, results {row['results_reach']}{same}"
 
 
