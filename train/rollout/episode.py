@@ -40,7 +40,6 @@ from aworld_train.rollout.policy import Generation, SamplingParams, derive_seed
 from aworld_train.rollout.prompt_bounds import least_tokens, longest_token_chars, message_chars
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.runtime import RolloutRuntime
-from aworld_train.rollout.tool_parser import get_parser
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
@@ -435,7 +434,7 @@ class Episode:
         """One choice as the agent reads it, and its parse; call ids in `used` are not reused."""
         renderer = self.runtime.renderer
         text = before_stop(sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids), options.stop)
-        parsed = get_parser(self.runtime.tool_parser).parse(text, tools)
+        parsed = self.runtime.calls.parse(text, tools)
         calls = []
         for i, c in enumerate(parsed.calls):
             call_id = renderer.family.call_id(c, turn, i, used)

@@ -90,7 +90,7 @@ def peak_rss_mb() -> float:
 class LocalTraining:
     def __init__(self, inputs: RunInputs, resume: bool = False) -> None:
         from aworld_train.models import load_model, load_tokenizer
-        from aworld_train.rollout.template_check import require_tool_results, template_report
+        from aworld_train.rollout.template_check import require_usable_template, template_report
 
         self.inputs = inputs
         self.cfg = inputs.config
@@ -103,7 +103,7 @@ class LocalTraining:
         torch.manual_seed(self.cfg.trainer.seed)
         self.tokenizer = load_tokenizer(model_source)
         template = template_report(self.tokenizer, self.cfg.rollout)
-        require_tool_results(template, self.cfg.model)  # before the model loads
+        require_usable_template(template, self.cfg.model)  # before the model loads
         console.print(f"chat template: {template.line()}")
         self.model = load_model(model_source)
         self.model.eval()
