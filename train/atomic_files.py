@@ -125,7 +125,7 @@ def incomplete(path: Path) -> str | None:
     """Why folder `path` is not a complete one (no marker, a file missing or of another size), or None."""
     marker = path / MARKER
     if not marker.is_file():
-        return f"it has no {MARKER} (it was being written when the run stopped)"
+        return f"it has no {MARKER}, the file a folder gets last (its writing did not finish)"
     try:
         files = json.loads(marker.read_text())["files"]
     except (ValueError, KeyError, TypeError):
