@@ -54,7 +54,7 @@ def arm(point: str, at: int) -> None:
         save = torch.save
 
         def saved(obj, f, *args, **kwargs):
-            if current["step"] == at and str(f).endswith("trainer_state.pt"):
+            if current["step"] == at and str(getattr(f, "name", f)).endswith("trainer_state.pt"):
                 die()
             return save(obj, f, *args, **kwargs)
 
