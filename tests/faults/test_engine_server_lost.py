@@ -10,6 +10,7 @@ import time
 
 import pytest
 from backend_support import trainer_for
+from faults_support import record
 
 from aworld_train.errors import ToolServerLost
 
@@ -54,6 +55,15 @@ def test_a_server_given_up_ends_the_engine_and_the_run(tmp_path, monkeypatch):
     ) as lost:
         trainer_for(tmp_path, {"backend": "verl"}).train()
     assert "address already in use" in str(lost.value) and "--resume" in str(lost.value)
-    assert time.monotonic() - started < 60  # the engine was ended, not waited out
+    took = time.monotonic() - started
+    assert took < 60  # the engine was ended, not waited out
     log = (tmp_path / "run" / "verl.log").read_text()
     assert log.strip().endswith("ENGINE holds the port")  # ended by the supervisor, nothing after
+    record(
+        fault="`env:` MCP server SIGKILL under a launched engine, its port then taken",
+        where="verl's process (a stand-in) running",
+        run="given up after 2 attempts; the engine's process ended; the run failed with the server's log (exit 1)",
+        steps="-",
+        lost="the run",
+        resources=f"{took:.1f} s from launch to the run's error",
+    )
