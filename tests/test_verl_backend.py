@@ -555,7 +555,6 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
-    (Path(run.final.trainer.default_local_dir) / "global_step_1").mkdir(parents=True)  # one to resume
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     printed = "import sys; print('ARGS', sys.argv[1:])"
     monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
