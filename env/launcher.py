@@ -164,6 +164,9 @@ def start_server(
     log_path: str | Path | None = None,
     startup_timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
+    die_with_parent: bool = False,
 ) -> RunningServer:
     """Start server `name` over streamable HTTP and wait until it accepts connections."""
-    return wait_until_listening(spawn_server(name, port, host, log_path, env), startup_timeout_s)
+    return wait_until_listening(
+        spawn_server(name, port, host, log_path, env, die_with_parent), startup_timeout_s
+    )

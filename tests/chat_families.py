@@ -1,16 +1,18 @@
 """Real chat templates and vocabularies for the template tests (fetched by `make chat-templates`).
 
 Templates are the files llama.cpp vendors (`.cache/chat-templates/.../templates/*.jinja`).
-Tokenizers come from its vocabulary-only GGUFs, converted once by transformers and kept beside
-them: Qwen2 (`ggml-vocab-qwen2.gguf`), Qwen3.5 (`qwen35`) and Llama-3 (`llama-bpe`). Families
-without a GGUF of their own use the Qwen2 vocabulary with their special tokens in its unused
-slots, as their tokenizers declare them (one id each).
+Tokenizers come from its vocabulary-only GGUFs, converted once and kept beside them: Qwen2
+(`ggml-vocab-qwen2.gguf`), Qwen3.5 (`qwen35`) and Llama-3 (`llama-bpe`) by transformers, Gemma 4
+(`gemma-4`, whose architecture transformers does not convert) from the GGUF's own token list and
+merges. Families without a GGUF of their own use the Qwen2 vocabulary with their special tokens in
+its unused slots, as their tokenizers declare them (one id each).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +115,98 @@ def _with_tokens(tokenizer, named: dict[int, tuple[str, bool]], **special):
     )
 
 
+def gguf_metadata(path: Path) -> dict[str, Any]:
+    """A GGUF file's key-value metadata. Our own reader: the `gguf` package builds an array per
+    string and takes over half a minute on Gemma 4's 776k vocabulary strings; this takes one."""
+    import numpy as np
+
+    scalars = {
+        0: "<B",
+        1: "<b",
+        2: "<H",
+        3: "<h",
+        4: "<I",
+        5: "<i",
+        6: "<f",
+        7: "<?",
+        10: "<Q",
+        11: "<q",
+        12: "<d",
+    }
+    arrays = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32, 6: np.float32,
+              7: np.bool_, 10: np.uint64, 11: np.int64, 12: np.float64}  # fmt: skip
+    data = memoryview(path.read_bytes())
+    if bytes(data[:4]) != b"GGUF":
+        raise ValueError(f"{path} is no GGUF file")
+    count = struct.unpack_from("<Q", data, 16)[0]
+    pos = 24
+
+    def string(at: int) -> tuple[str, int]:
+        n = int.from_bytes(data[at : at + 8], "little")
+        return bytes(data[at + 8 : at + 8 + n]).decode("utf-8", errors="replace"), at + 8 + n
+
+    def value(kind: int, at: int) -> tuple[Any, int]:
+        if kind == 8:
+            return string(at)
+        if kind == 9:
+            sub, n = struct.unpack_from("<IQ", data, at)
+            at += 12
+            if sub == 8:
+                out = []
+                for _ in range(n):
+                    item, at = string(at)
+                    out.append(item)
+                return out, at
+            items = np.frombuffer(data, dtype=arrays[sub], count=n, offset=at)
+            return items.tolist(), at + items.nbytes
+        return struct.unpack_from(scalars[kind], data, at)[0], at + struct.calcsize(scalars[kind])
+
+    meta = {}
+    for _ in range(count):
+        key, pos = string(pos)
+        kind = struct.unpack_from("<I", data, pos)[0]
+        meta[key], pos = value(kind, pos + 4)
+    return meta
+
+
+def _gemma4_tokenizer():
+    """Gemma 4's vocabulary from its GGUF: byte-fallback BPE over `▁`-marked spaces, its control and
+    user-defined tokens (the turn and tool-call tags) special, one id each."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    meta = gguf_metadata(VOCAB / "ggml-vocab-gemma-4.gguf")
+    tokens, types = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"]
+    merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
+    bpe = models.BPE(
+        vocab={t: i for i, t in enumerate(tokens)}, merges=merges, byte_fallback=True, unk_token="<unk>"
+    )
+    backend = Tokenizer(bpe)
+    backend.normalizer = normalizers.Replace(" ", "▁")
+    backend.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    control, user_defined = 3, 4  # llama.cpp's token types
+    backend.add_tokens(
+        [
+            AddedToken(t, special=True, normalized=False)
+            for t, k in zip(tokens, types, strict=True)
+            if k in (control, user_defined)
+        ]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=tokens[meta["tokenizer.ggml.bos_token_id"]],
+        eos_token=tokens[meta["tokenizer.ggml.eos_token_id"]],
+        unk_token="<unk>",
+        pad_token=tokens[meta["tokenizer.ggml.padding_token_id"]],
+        clean_up_tokenization_spaces=False,
+    )
+
+
 def _build(name: str):
+    if name == "gemma-4":
+        return _gemma4_tokenizer()
     if name == "qwen2" or name == "qwen35":
         base = _gguf_tokenizer(f"ggml-vocab-{name}.gguf")
         named = {QWEN_FIRST_ADDED + i: tok for i, tok in enumerate(QWEN_ADDED)}
@@ -429,11 +522,161 @@ CASES: tuple[Case, ...] = (
     ),
 )
 
+# recent families that no hand parser reads: the derived parser reads their calls
+RECENT: tuple[Case, ...] = (
+    Case(
+        "google-gemma-4-31B-it",
+        "gemma-4",
+        bos="<bos>",
+        eos="<turn|>",
+        generation_eos=("<eos>", "<turn|>"),
+        think_kwargs={"enable_thinking": True},
+        real_vocab=True,
+    ),
+    Case(
+        "deepseek-ai-DeepSeek-V3.2",
+        "qwen2",
+        specials=_DEEPSEEK,
+        plain=("<think>", "</think>"),
+        bos="<｜begin▁of▁sentence｜>",
+        eos="<｜end▁of▁sentence｜>",
+        generation_eos=("<｜end▁of▁sentence｜>",),
+        think_kwargs={"thinking": True},
+    ),
+    Case(
+        "MiniMax-M2",
+        "qwen2",
+        specials=("]~!b[", "]~b]", "[e~["),
+        plain=("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
+        bos="]~!b[",
+        eos="[e~[",
+        generation_eos=("[e~[",),
+        think_kwargs={},
+    ),
+    Case(
+        "ByteDance-Seed-OSS",
+        "qwen2",
+        specials=("<seed:bos>", "<seed:eos>", "<seed:pad>"),
+        plain=("<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>"),
+        bos="<seed:bos>",
+        eos="<seed:eos>",
+        generation_eos=("<seed:eos>",),
+    ),
+    Case(
+        "Kimi-K3",
+        "qwen2",
+        specials=("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"),
+        eos="<|end_of_msg|>",
+        generation_eos=("<|end_of_msg|>",),
+        think_kwargs={},
+    ),
+    Case(
+        "upstage-Solar-Open-100B",
+        "qwen2",
+        specials=(
+            "<|begin|>",
+            "<|end|>",
+            "<|content|>",
+            "<|think|>",
+            "<|tool_calls|>",
+            "<|tool_call:begin|>",
+            "<|tool_call:name|>",
+            "<|tool_call:args|>",
+            "<|tool_call:end|>",
+            "<|calls|>",
+            "<|tool_response|>",
+            "<|tool_response:begin|>",
+            "<|tool_response:id|>",
+            "<|tool_response:name|>",
+            "<|tool_response:result|>",
+            "<|tool_response:end|>",
+            "<|tools:begin|>",
+            "<|tools:end|>",
+            "<|tool:begin|>",
+            "<|tool:end|>",
+        ),
+        eos="<|end|>",
+        generation_eos=("<|end|>",),
+    ),
+    Case(
+        "unsloth-Apriel-1.5",
+        "qwen2",
+        specials=("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|content|>", "<|tool_result|>"),
+        plain=("<tool_calls>", "</tool_calls>"),
+        eos="<|end|>",
+        generation_eos=("<|end|>",),
+    ),
+    Case(
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+        "qwen2",
+        specials=(
+            "<BOS_TOKEN>",
+            "<|START_OF_TURN_TOKEN|>",
+            "<|END_OF_TURN_TOKEN|>",
+            "<|SYSTEM_TOKEN|>",
+            "<|USER_TOKEN|>",
+            "<|CHATBOT_TOKEN|>",
+            "<|START_THINKING|>",
+            "<|END_THINKING|>",
+            "<|START_RESPONSE|>",
+            "<|END_RESPONSE|>",
+            "<|START_ACTION|>",
+            "<|END_ACTION|>",
+            "<|START_TOOL_RESULT|>",
+            "<|END_TOOL_RESULT|>",
+        ),
+        bos="<BOS_TOKEN>",
+        eos="<|END_OF_TURN_TOKEN|>",
+        generation_eos=("<|END_OF_TURN_TOKEN|>",),
+    ),
+    Case(
+        "Apertus-8B-Instruct",
+        "qwen2",
+        specials=(
+            "<|system_start|>",
+            "<|system_end|>",
+            "<|developer_start|>",
+            "<|developer_end|>",
+            "<|user_start|>",
+            "<|user_end|>",
+            "<|assistant_start|>",
+            "<|assistant_end|>",
+            "<|inner_prefix|>",
+            "<|inner_suffix|>",
+            "<|tools_prefix|>",
+            "<|tools_suffix|>",
+        ),
+        eos="<|assistant_end|>",
+        generation_eos=("<|assistant_end|>",),
+        # the template closes an assistant turn only when another message follows it
+        answer_end="<|assistant_end|>",
+        call_end="<|assistant_end|>",
+    ),
+    Case(
+        "LFM2.5-8B-A1B",
+        "qwen2",
+        specials=("<|tool_call_start|>", "<|tool_call_end|>"),
+        eos="<|im_end|>",
+        generation_eos=("<|im_end|>",),
+    ),
+)
+ALL_CASES = CASES + RECENT
+
 _BASES: dict[tuple, Any] = {}
 
 
+_CASES: dict[str, Any] = {}
+
+
 def case_tokenizer(case: Case):
-    """The case's vocabulary with its family's tokens, its template and its bos/eos."""
+    """The case's vocabulary with its family's tokens, its template and its bos/eos; made once per
+    test process (the template tests only read it)."""
+    if case.name not in _CASES:
+        _CASES[case.name] = _case_tokenizer(case)
+    return _CASES[case.name]
+
+
+def _case_tokenizer(case: Case):
     key = (case.vocab, tuple(sorted(case.renamed)))
     if key not in _BASES:
         _BASES[key] = vocab_tokenizer(case.vocab, case.renamed or None)

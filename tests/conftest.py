@@ -105,13 +105,13 @@ def calculator_spec(calculator_server):
 
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
-    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.chat import renderer_for
     from aworld_train.rollout.runtime import RolloutRuntime
 
     def make(policy, **rollout):
         rollout.setdefault("tool_block", "never")
         cfg = RolloutConfig(**rollout)
-        return RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block=cfg.tool_block), stop_ids, cfg)
+        return RolloutRuntime(policy, renderer_for(tokenizer, cfg), stop_ids, cfg)
 
     return make
 

@@ -17,11 +17,13 @@ from typing import IO, Any
 # AReaL's run is not among them: beside the suite on 2 cores its local scheduler ran past its
 # time to fork a worker ("Failed to fork 1 out of 1 workers"); it runs alone at the end
 EARLY_MODULES = ("test_verl_cpu_e2e",)
-# modules whose tests run last: the early runs', then verl's runs of its asynchronous trainers, of a
-# swarm, of an agent in its own process and on two Ray nodes, and AReaL's, each with the machine to itself
+# modules whose tests run last: the early runs', then verl's runs of its asynchronous trainers,
+# verl's run resumed with a tool server killed (tests/faults), of a swarm, of an agent in its own
+# process and on two Ray nodes, and AReaL's, each with the machine to itself
 LAST_MODULES = (
     *EARLY_MODULES,
     "test_verl_cpu_async_e2e",
+    "test_verl_faults",
     "test_verl_cpu_team_e2e",
     "test_verl_cpu_gateway_e2e",
     "test_ray_two_nodes",

@@ -138,7 +138,8 @@ LAYERS = (
     ("AWorld layer", ("aworld_train.aworld",)),
     ("rollout core", ("aworld_train.rollout", "aworld_train.models")),
     ("tool servers", ("aworld_train.env",)),
-    ("ground floor", ("aworld_train.protocol", "aworld_train.errors", "aworld_train.paths", "aworld_train.validation")),
+    ("ground floor", ("aworld_train.protocol", "aworld_train.errors", "aworld_train.paths", "aworld_train.validation",
+                      "aworld_train.atomic_files")),
 )  # fmt: skip
 
 

@@ -555,10 +555,15 @@ def test_a_run_resumes_only_when_asked(tmp_path, monkeypatch):
 
     run = _render(trainer_for(tmp_path, {"backend": "verl"}))
     assert run.final.trainer.resume_mode == "disable"
-    (Path(run.final.trainer.default_local_dir) / "global_step_1").mkdir(parents=True)  # one to resume
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)
     printed = "import sys; print('ARGS', sys.argv[1:])"
     monkeypatch.setattr(verl_render, "command", lambda folder, config_path: (sys.executable, "-c", printed))
+    # a checkpoint verl was killed while writing: its tracker file, written last, does not name it
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "global_step_2").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"--resume: .*checkpoints holds no checkpoint to continue from"):
+        trainer_for(tmp_path, {"backend": "verl"}).train(resume=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("2")
     trainer_for(tmp_path, {"backend": "verl"}).train(resume=True)
     assert "ARGS ['trainer.resume_mode=auto']" in (tmp_path / "run" / "verl.log").read_text()
 

@@ -46,6 +46,15 @@ class RunCannotLearn(RunFailed):
     """Every episode of several steps in a row failed for one cause: the run stopped."""
 
 
+class ToolServerLost(RunCannotLearn):
+    """An `env:` MCP server stopped during the run and did not start again: no later episode
+    could reach its tools."""
+
+
+class RunStoppedByDisk(RunFailed):
+    """A write to the run folder failed for want of space (or quota): the run stopped there."""
+
+
 class EngineFailed(RunFailed):
     """A launched engine (verl, AReaL) exited with an error."""
 

@@ -128,30 +128,55 @@ def load_tokenizer(model: str):
 def stop_token_ids(tokenizer, chat_template: str | None = None) -> list[int]:
     """Ids that end an assistant turn, never a token that occurs inside one.
 
-    The model folder's `generation_config.json` eos ids and the tokenizer's eos, the token the
-    chat template writes right after an assistant turn, and the other turn ends of the template's
-    family (GLM ends a turn with the next role token, gpt-oss with <|return|> or <|call|>); less
-    the family's in-turn tokens (<|end|> closes each gpt-oss reasoning message).
+    The model folder's `generation_config.json` eos ids and the tokenizer's eos, the tokens the
+    chat template writes to end an answer turn and a call turn (`rollout/turn_ends.py`), and the
+    other turn ends of the template's family (GLM ends a turn with the next role token, gpt-oss
+    with <|return|> or <|call|>); less every token the template writes inside a turn and the
+    family's in-turn tokens (<|end|> closes each gpt-oss reasoning message).
     """
     from aworld_train.rollout.families import GENERIC, detect_family
 
     template = chat_template or getattr(tokenizer, "chat_template", None)
     family = detect_family(template if isinstance(template, str) else None)
+    ends = template_turn_ends(tokenizer, chat_template)
     ids = set(generation_eos_ids(tokenizer))
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
-    markers = list(family.turn_ends)
-    written = _turn_end_written(tokenizer, chat_template)
-    if written is not None:
-        markers.append(written)
-    elif family is GENERIC:
+    markers = list(ends.written)
+    if family is not GENERIC:
+        markers.extend(family.turn_ends)
+    elif not ends.written:  # nothing read from the template: the common turn ends
         markers.extend(GENERIC.turn_ends)
     for marker in markers:
         tid = _token_id(tokenizer, marker)
         if tid is not None:
             ids.add(tid)
-    ids -= {_token_id(tokenizer, token) for token in family.in_turn}
+    ids -= {_token_id(tokenizer, token) for token in (*family.in_turn, *ends.in_turn)}
     return sorted(ids)
+
+
+def template_turn_ends(tokenizer, chat_template: str | None = None):
+    """The chat template's turn ends and in-turn tokens (`rollout/turn_ends.py`), read once per
+    template and vocabulary."""
+    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.turn_ends import TurnEnds, turn_ends
+
+    template = chat_template or getattr(tokenizer, "chat_template", None)
+    if not isinstance(template, str):
+        return TurnEnds((), ())
+    # not len(tokenizer): a fast tokenizer counts its vocabulary anew each time (70 ms for Qwen's)
+    key = (
+        template,
+        type(tokenizer).__name__,
+        tokenizer.name_or_path,
+        tuple(sorted(map(str, tokenizer.all_special_tokens))),
+    )
+    if key not in _TURN_ENDS:
+        _TURN_ENDS[key] = turn_ends(ChatRenderer(tokenizer, chat_template))
+    return _TURN_ENDS[key]
+
+
+_TURN_ENDS: dict[tuple, object] = {}
 
 
 def _token_id(tokenizer, token: str) -> int | None:
@@ -171,27 +196,6 @@ def generation_eos_ids(tokenizer) -> list[int]:
     if eos is None:
         return []
     return [int(i) for i in (eos if isinstance(eos, list) else [eos])]
-
-
-def _turn_end_written(tokenizer, chat_template: str | None) -> str | None:
-    """The special token the template writes right after an assistant turn's content, if any."""
-    messages = [
-        {"role": "user", "content": "zz_user"},
-        {"role": "assistant", "content": "zz_reply"},
-        {"role": "user", "content": "zz_next"},
-    ]
-    try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, chat_template=chat_template)
-    except Exception:
-        return None
-    if text.count("zz_reply") != 1:
-        return None
-    tail = text.split("zz_reply", 1)[1].lstrip()
-    ids = tokenizer.encode(tail, add_special_tokens=False)[:1]
-    special = set(tokenizer.all_special_ids) | {
-        i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special
-    }
-    return tokenizer.convert_ids_to_tokens(ids[0]) if ids and ids[0] in special else None
 
 
 DTYPE_VARIABLE = "AWORLD_TRAIN_DTYPE"  # bfloat16 | float32 | auto (the default)

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from aworld_train.atomic_files import write_text
 from aworld_train.errors import ConfigError
 
 
@@ -174,7 +175,4 @@ class SpecFile(BaseModel):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
     def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_yaml())
-        return path
+        return write_text(path, self.to_yaml())  # whole or absent, however the process ends

@@ -22,6 +22,7 @@ from aworld_train.errors import ConfigError, EngineFailed
 
 if TYPE_CHECKING:
     from aworld_train.engines.base import Engine, RenderedRun, RunInputs
+    from aworld_train.env.supervisor import ServerSupervisor
 
 BLANK = (None, "", "auto", "???")
 # lines of a failed engine's log that its error shows
@@ -93,10 +94,15 @@ def fill(
 
 
 def launch(
-    command: list[str], inputs: RunInputs, log_name: str, env: dict[str, str] | None = None
+    command: list[str],
+    inputs: RunInputs,
+    log_name: str,
+    env: dict[str, str] | None = None,
+    servers: ServerSupervisor | None = None,
 ) -> tuple[int, Path]:
     """Run the engine's entry point, its output streamed to stderr and appended to
-    `<run_dir>/<log_name>`; `env` is added to the environment."""
+    `<run_dir>/<log_name>`; `env` is added to the environment. An `env:` server that `servers`
+    gives up ends the engine (its episodes could reach the tools no more)."""
     log_path = inputs.run_dir / log_name
     prefix = " ".join(f"{key}={value}" for key, value in (env or {}).items())
     print(f"launching: {prefix + ' ' if prefix else ''}{' '.join(command)}\nlog: {log_path}", file=sys.stderr)
@@ -105,6 +111,8 @@ def launch(
         with subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
         ) as proc:
+            if servers is not None:
+                servers.on_give_up(lambda _: proc.terminate())
             for line in proc.stdout:
                 sys.stderr.write(line)
                 log.write(line)
@@ -129,13 +137,14 @@ def launch_run(
 
     # the engine's workers inherit the servers' <NAME>_MCP_URL (running_envs sets them in os.environ);
     # on a Ray cluster the render forwards them, and other nodes start their own (engines/node_servers.py)
-    with running_envs(inputs.config.env, inputs.run_dir):
+    with running_envs(inputs.config.env, inputs.run_dir) as servers:
         run = engine.render(inputs)
         if refuse is not None:
             refuse(run)
         require_checks(inputs, engine, run)
         command = list(run.command) + (resume_overrides if resume else [])
-        returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env)
+        returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env, servers)
+    servers.check(wait=False)  # a server given up ended the engine: that is the cause to report
     if returncode != 0:
         raise EngineFailed(engine_failure(run.engine, returncode, log_path))
     return {"backend": run.engine, "returncode": returncode, "run_dir": str(run.folder), "log": str(log_path)}

@@ -218,6 +218,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     from aworld_train.rollout.completions_policy import CompletionsPolicy
     from aworld_train.rollout.local_policy import local_runner
     from aworld_train.rollout.runner import EpisodeRunner
+    from aworld_train.rollout.template_check import require_usable_template, template_report
 
     ev = config.eval
     rollout = config.rollout
@@ -229,6 +230,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
     tokenizer_ref = model_ref if _loadable(model_ref) else config.model
     tokenizer = load_tokenizer(tokenizer_ref)
+    require_usable_template(template_report(tokenizer, rollout), tokenizer_ref)
     stops = stop_token_ids(tokenizer)
     policy = CompletionsPolicy(
         resolve_env_refs(ev.policy_url),

@@ -69,21 +69,20 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
 
 
 def chat_template(inputs: RunInputs) -> Check:
-    """The model's template family, tool-call parser and stop ids; a template that drops tool
-    results fails."""
+    """The model's template family, tool-call parser and stop ids; a template whose calls no
+    parser reads, or that drops tool results, fails."""
     from aworld_train.errors import AworldTrainError
     from aworld_train.models import load_tokenizer
-    from aworld_train.rollout.template_check import template_report
+    from aworld_train.rollout.template_check import refusal, template_report
 
     name = "chat template"
     try:
         report = template_report(load_tokenizer(inputs.config.model), inputs.config.rollout)
     except (AworldTrainError, OSError, ValueError) as exc:
         return Check(name, False, f"model {inputs.config.model!r}: {exc}")
-    if report.problem:
-        return Check(
-            name, False, f"{report.line()}: {report.problem}; use a model whose template renders tool results"
-        )
+    why = refusal(report)
+    if why:
+        return Check(name, False, f"{report.line()}: {why}")
     return Check(name, True, report.line())
 
 

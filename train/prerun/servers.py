@@ -6,10 +6,14 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aworld_train.config import EnvServerConfig
 from aworld_train.errors import ConfigError
 from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
+
+if TYPE_CHECKING:
+    from aworld_train.env.supervisor import ServerSupervisor
 
 
 def server_environment(index: int, server: EnvServerConfig) -> dict[str, str]:
@@ -37,13 +41,16 @@ def check_server_environments(servers: list[EnvServerConfig]) -> None:
 @contextlib.contextmanager
 def running_envs(
     servers: list[EnvServerConfig], log_dir: str | Path | None = None
-) -> Iterator[dict[str, str]]:
-    """Start the configured MCP servers, export `<NAME>_MCP_URL` for agent specs, stop them after."""
+) -> Iterator[ServerSupervisor]:
+    """Start the configured MCP servers, export `<NAME>_MCP_URL` for agent specs, keep them up
+    while the block runs (a server that exits is started again: env/supervisor.py), stop them after.
+    The supervisor it yields says whether a server was given up (`check()`)."""
     from aworld_train.env.launcher import start_server
+    from aworld_train.env.supervisor import ServerSupervisor
 
     started = []
     previous: dict[str, str | None] = {}
-    urls: dict[str, str] = {}
+    supervisor = None
     try:
         for index, server in enumerate(servers):
             log = Path(log_dir) / f"env-{server.name}.log" if log_dir else None
@@ -51,15 +58,20 @@ def running_envs(
                 log.parent.mkdir(parents=True, exist_ok=True)
             # `${VAR:-default}` in a server's env is resolved here, when the server starts.
             env = server_environment(index, server)
-            running = start_server(server.name, port=server.port, log_path=log, env=env)
-            started.append(running)
+            # a trainer that is killed takes its servers with it (no orphan holds the port)
+            running = start_server(server.name, port=server.port, log_path=log, env=env, die_with_parent=True)
+            started.append((running, env))
             var = url_variable(server.name)
             previous[var] = os.environ.get(var)
-            os.environ[var] = urls[server.name] = running.url
-        yield urls
+            os.environ[var] = running.url
+        supervisor = ServerSupervisor(started).start()
+        yield supervisor
     finally:
-        for running in started:
-            running.stop()
+        if supervisor is not None:
+            supervisor.stop()
+        else:
+            for running, _ in started:
+                running.stop()
         for var, value in previous.items():
             if value is None:
                 os.environ.pop(var, None)

@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aworld_train.rollout.call_format import CallFormat, resolve
 from aworld_train.rollout.families import detect_family
-from aworld_train.rollout.tool_parser import ParsedCall, get_parser
+from aworld_train.rollout.frame_derivation import probe_tools
+from aworld_train.rollout.tool_block import tool_block
+from aworld_train.rollout.tool_parser import AUTO, ParsedCall, get_parser
 
 Message = dict[str, Any]
 
@@ -53,72 +56,8 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def tool_call_text(name: str, arguments: Any) -> str:
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass
-    return (
-        "<tool_call>\n"
-        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-        + "\n</tool_call>"
-    )
-
-
-def _example_value(schema: dict[str, Any]) -> Any:
-    kind = schema.get("type")
-    if kind in ("integer", "number"):
-        return 1
-    if kind == "boolean":
-        return True
-    if kind == "array":
-        return []
-    if kind == "object":
-        return {}
-    return "..."
-
-
-def tool_block(tools: list[dict[str, Any]], style: str = "hermes") -> str:
-    """The tool section we add to the system turn for templates that ignore `tools=`: hermes
-    tags, or the family's own call tokens where it has them (DeepSeek)."""
-    if style == "deepseek":
-        return deepseek_tool_block(tools)
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    first = tools[0].get("function", tools[0])
-    params = first.get("parameters", {}) or {}
-    props = params.get("properties", {}) or {}
-    required = params.get("required", list(props))
-    example_args = {k: _example_value(props.get(k, {})) for k in required}
-    example = tool_call_text(first.get("name", "tool"), example_args)
-    return (
-        "\n\n# Tools\n\nYou can call these functions. Their JSON signatures:\n<tools>\n"
-        f"{specs}\n</tools>\n\n"
-        "To call one, reply with a JSON object inside <tool_call></tool_call> tags and nothing after it, "
-        f"for example:\n{example}\n"
-        "The result comes back inside <tool_response></tool_response> tags. "
-        "When you know the answer, reply in plain text without a tool call."
-    )
-
-
-def deepseek_tool_block(tools: list[dict[str, Any]]) -> str:
-    """DeepSeek-V3.1's template ignores `tools=`; its model calls tools with its own tokens."""
-    from aworld_train.rollout.parsers.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
-
-    specs = []
-    for tool in tools:
-        fn = tool.get("function", tool)
-        specs.append(
-            f"### {fn.get('name')}\nDescription: {fn.get('description', '')}\n"
-            f"Parameters: {json.dumps(fn.get('parameters') or {}, ensure_ascii=False)}"
-        )
-    return (
-        "\n\n## Tools\nYou can call these tools:\n\n"
-        + "\n\n".join(specs)
-        + "\n\nTo call tools, reply exactly in this form, one call after another, nothing between them:\n"
-        f"{CALLS_BEGIN}{CALL_BEGIN}tool_name{SEP}{{JSON arguments}}{CALL_END}{CALLS_END}\n"
-        "When you know the answer, reply in plain text without a tool call."
-    )
+_FORMATS: dict[tuple, CallFormat] = {}  # call formats by template (derived once per process)
+_RESOLVING = CallFormat(None, AUTO)  # while a renderer resolves its own
 
 
 class ToolResultsLost(ValueError):
@@ -132,8 +71,11 @@ class ChatRenderer:
     turn (`tool_block: auto`); one that does not write assistant tool calls gets them as the
     family's call text; with the hermes tool block, tool results are wrapped in
     `<tool_response>` tags; a template without a system role gets the system prompt at the start
-    of the first user turn. `tool_results_problem` says why a template cannot carry tool
-    results (it drops or refuses them), or is None.
+    of the first user turn. A tool message gets the tool's name from its call where it lacks one
+    (some templates render a result only with it). `tool_results_problem` says why a template
+    cannot carry tool results (it drops or refuses them), or is None; with
+    `tool_results_as_user` they are written as user turns instead. `calls` is the call format
+    of `tool_parser` (`rollout/call_format.py`), resolved once per template.
     """
 
     def __init__(
@@ -142,6 +84,8 @@ class ChatRenderer:
         chat_template: str | None = None,
         tool_block: str = "auto",
         template_kwargs: dict[str, Any] | None = None,
+        tool_parser: str = AUTO,
+        tool_results_as_user: bool = False,
     ) -> None:
         if tool_block not in ("auto", "never"):
             raise ValueError(f"tool_block must be 'auto' or 'never', not {tool_block!r}")
@@ -149,7 +93,11 @@ class ChatRenderer:
         self.chat_template = chat_template
         # extra template variables, e.g. {"enable_thinking": False} for Qwen3
         self.template_kwargs = dict(template_kwargs or {})
+        self.tool_parser = tool_parser
+        self.tool_results_as_user = tool_results_as_user
         self.family = detect_family(self.template_text)
+        self._calls: CallFormat | None = None
+        self._formats: dict[str, CallFormat] = {}  # by rollout.tool_parser setting
         # what the probes below assume while they run
         self.system_role, self.renders_calls, self.add_tool_block, self.wrap_results = (
             True,
@@ -172,9 +120,60 @@ class ChatRenderer:
         return template if isinstance(template, str) else ""
 
     @property
+    def calls(self) -> CallFormat:
+        """How the run reads the policy's tool calls (its parser, markers, or why none reads them)."""
+        if self._calls is None:
+            self._calls = self.call_format(self.tool_parser)
+        return self._calls
+
+    def call_format(self, setting: str) -> CallFormat:
+        """The call format of a `rollout.tool_parser` setting for this template (cached)."""
+        if self._calls is _RESOLVING:
+            return _RESOLVING
+        if setting not in self._formats:
+            key = (*self._format_key(), setting)
+            if key not in _FORMATS:
+                _FORMATS[key] = self._resolve_calls(setting)
+            self._formats[setting] = _FORMATS[key]
+        return self._formats[setting]
+
+    @property
     def parser(self) -> str:
-        """The tool-call parser of the template's family (`rollout.tool_parser: auto`)."""
-        return self.family.parser
+        """The name of the parser that reads the policy's tool calls (`template`: derived)."""
+        return self.calls.name
+
+    def _format_key(self) -> tuple:
+        special = tuple(sorted(str(t) for t in getattr(self.tokenizer, "all_special_tokens", [])))
+        return (
+            self.template_text,
+            json.dumps(self.template_kwargs, sort_keys=True, default=str),
+            self.add_tool_block,
+            self.tool_results_as_user,
+            type(self.tokenizer).__name__,
+            special,
+        )
+
+    def _resolve_calls(self, setting: str) -> CallFormat:
+        history = [{"role": "user", "content": "zqhi"}]
+        tools = probe_tools()
+        held, self._calls = self._calls, _RESOLVING  # the probes render with the family's tool block
+        try:
+            return resolve(
+                lambda message: self.turn_text(history, message, tools),
+                self._probe_call_id,
+                # the family's parser; where the template writes no calls, the format in the prompt is ours
+                self.family.parser if self.family.markers or not self.renders_calls else "",
+                setting,
+            )
+        finally:
+            self._calls = held
+
+    def _probe_call_id(self, name: str, index: int) -> str:
+        """A probe call's id, in the form the family's template accepts (9 alphanumerics where it
+        does not say)."""
+        if self.family.call_ids == "plain":
+            return f"zqcall{index:03d}"
+        return self.family.call_id(ParsedCall(name, {}), 0, index, set(range(index)))
 
     # -- template probing -------------------------------------------------
     def _apply(self, messages: list[Message], tools=None, add_generation_prompt=False) -> str:
@@ -236,6 +235,36 @@ class ChatRenderer:
             return "the chat template drops tool results (it renders no 'tool' message)"
         return None
 
+    def turn_text(
+        self, history: list[Message], message: Message, tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        """The text the model writes for assistant `message` after `history`'s generation prompt,
+        as the template renders that turn in history (its closing text included).
+
+        A template may render the last message before the turn differently once a turn follows it
+        (Hermes' last tool result), or open in the generation prompt what it leaves out of history
+        (an empty think block): the model then closes it and writes the turn as history shows it.
+        """
+        shown = tools if self.supports_tools else None
+        prompt = self._apply(self._prepare(history, tools), tools=shown, add_generation_prompt=True)
+        full = self._apply(self._prepare([*history, message], tools), tools=shown)
+        if full.startswith(prompt):
+            return full[len(prompt) :]
+        at = 0
+        while at < min(len(prompt), len(full)) and prompt[at] == full[at]:
+            at += 1
+        base = self._apply(self._prepare(history, tools), tools=shown)
+        opener = prompt[len(base) :] if prompt.startswith(base) else ""
+        if opener and full.rfind(opener) >= at - len(opener):
+            return full[full.rindex(opener) + len(opener) :]
+        while at and full[at - 1] not in "\n>":
+            at -= 1
+        opened, rest = prompt[at:], full[at:]
+        if "<think>" in opened and "</think>" not in opened and not rest.startswith("</think>"):
+            thought = message.get("reasoning_content") or ""
+            return (thought + "\n" if thought else "") + "</think>\n\n" + rest
+        return rest
+
     # -- message preparation ----------------------------------------------
     def call_text(self, calls: list[dict[str, Any]]) -> str:
         """Assistant tool calls as the family writes them, for templates that do not render them."""
@@ -247,6 +276,7 @@ class ChatRenderer:
 
     def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
         out: list[Message] = []
+        names = _call_names(messages)
         for msg in messages:
             role = msg.get("role")
             item: Message = {"role": role, "content": content_text(msg.get("content"))}
@@ -260,13 +290,24 @@ class ChatRenderer:
             if role == "tool":
                 if msg.get("tool_call_id"):
                     item["tool_call_id"] = msg["tool_call_id"]
-                if msg.get("name"):
-                    item["name"] = msg["name"]
-                if self.wrap_results:
+                name = msg.get("name") or names.get(msg.get("tool_call_id"))
+                if name:
+                    item["name"] = name
+                if self.wrap_results or self.tool_results_as_user:
                     item["content"] = f"<tool_response>\n{item['content']}\n</tool_response>"
+                if self.tool_results_as_user:
+                    # the template has no tool role (Phi-3.5, Gemma-2): results are what the user says next
+                    if out and out[-1].get("from_tools"):
+                        out[-1]["content"] += "\n" + item["content"]
+                        continue
+                    item = {"role": "user", "content": item["content"], "from_tools": True}
             out.append(item)
+        out = [{k: v for k, v in m.items() if k != "from_tools"} for m in out]
         if tools and self.add_tool_block:
-            block = tool_block(tools, self.family.tool_prompt)
+            calls = self.calls
+            # a template that writes calls in a format of its own is shown a call in that format
+            own = calls.parser if calls.how != "rollout.tool_parser" and calls.name == "template" else None
+            block = tool_block(tools, self.family.tool_prompt, own)
             if out and out[0]["role"] == "system":
                 out[0] = {**out[0], "content": out[0]["content"] + block}
             else:
@@ -279,6 +320,10 @@ class ChatRenderer:
             else:
                 out.insert(0, {"role": "user", "content": system})
         return out
+
+    def _eos(self) -> str:
+        eos = getattr(self.tokenizer, "eos_token", None)
+        return eos if isinstance(eos, str) else ""
 
     # -- rendering ----------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -335,6 +380,7 @@ class ChatRenderer:
         turn's content and the delta starts with the template's closing text.
         """
         tools = tools if self.supports_tools else None
+        new_messages = _named(new_messages, history)
         calls = bool(history and history[-1].get("tool_calls"))
         systems = (True, False) if any(m.get("role") == "system" for m in history) else (False,)
         reasons = []
@@ -348,24 +394,36 @@ class ChatRenderer:
                 except Exception as exc:  # a template may refuse one stand-in (e.g. a call-less result)
                     reasons.append(f"{type(exc).__name__}: {exc}")
                     continue
-                if text.count(_MARK) != 1:
+                marks = text.count(_MARK)
+                earlier = max((text.rfind(w) + len(w) for w in _STAND_IN_TEXT if w in text), default=0)
+                first_new = _first_shown(text, new_messages, earlier)
+                if with_calls and first_new >= 0 and (marks == 0 or first_new < text.find(_MARK)):
+                    # the template writes a call turn's content after its tool results (Gemma 4) or
+                    # not at all (Solar): the calls end at the stop token before the first result,
+                    # and the content, which the model has not written, is left out
+                    at = text.rfind(stop_text, 0, first_new)
+                    if at < 0 or marks > 1:
+                        reasons.append(f"the template does not end the calls with {stop_text!r}")
+                        continue
+                    tail = text[at + len(stop_text) :].replace(_MARK, "")
+                elif marks != 1:
                     reasons.append("the stand-in assistant content is not rendered exactly once")
                     continue
-                tail = text[text.index(_MARK) + len(_MARK) :]
-                if with_calls:
+                elif with_calls:
+                    tail = text[text.index(_MARK) + len(_MARK) :]
                     at = tail.find(stop_text)
                     if at < 0:
                         reasons.append(f"the template does not end the turn with {stop_text!r}")
                         continue
                     tail = tail[at + len(stop_text) :]
-                elif stop_text:
+                else:
+                    tail = text[text.index(_MARK) + len(_MARK) :]
+                if stop_text:
                     # the sampled stop token closed the turn (<|im_end|>, <|eot_id|>, </s>), opened
                     # the next one (GLM's <|observation|>) or stands for the template's closer
-                    # (gpt-oss's <|return|> for <|end|>): it is not written twice
-                    for closer in (stop_text, *self.family.closers):
-                        if tail.startswith(closer):
-                            tail = tail[len(closer) :]
-                            break
+                    # (gpt-oss's <|return|> for <|end|>): no turn end is written after it again,
+                    # whitespace before it or not (Apriel writes "\n<|end|>\n" and its eos)
+                    tail = _after_closers(tail, (stop_text, *self.family.closers, self._eos()))
                 if any(word in tail for word in _STAND_IN_TEXT):
                     reasons.append("the template repeats earlier turns after the assistant turn")
                     continue
@@ -375,6 +433,40 @@ class ChatRenderer:
             f"({'; '.join(reasons)}); set rollout.chat_template_kwargs or use a template that "
             "renders each turn once"
         )
+
+
+def renderer_for(tokenizer, rollout) -> ChatRenderer:
+    """The renderer of a run's `rollout:` settings (tool block, template variables, tool parser,
+    tool results as user turns)."""
+    return ChatRenderer(
+        tokenizer,
+        tool_block=rollout.tool_block,
+        template_kwargs=rollout.chat_template_kwargs,
+        tool_parser=rollout.tool_parser,
+        tool_results_as_user=rollout.tool_results_as_user,
+    )
+
+
+def _call_names(messages: list[Message]) -> dict[str, str]:
+    """The tool name of each call id in `messages` (a tool message names its tool by them)."""
+    names = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            name = call.get("function", {}).get("name")
+            if call.get("id") and name:
+                names[call["id"]] = name
+    return names
+
+
+def _named(new_messages: list[Message], history: list[Message]) -> list[Message]:
+    """`new_messages` with each tool message named after its call in `history`, where it is not."""
+    names = _call_names(history)
+    return [
+        {**m, "name": names[m["tool_call_id"]]}
+        if m.get("role") == "tool" and not m.get("name") and m.get("tool_call_id") in names
+        else m
+        for m in new_messages
+    ]
 
 
 def _stand_in(history: list[Message], keep_system: bool, with_calls: bool) -> list[Message]:
@@ -393,6 +485,26 @@ def _stand_in(history: list[Message], keep_system: bool, with_calls: bool) -> li
                 item[key] = message[key]
         out.append(item)
     return out
+
+
+def _after_closers(tail: str, closers: tuple[str, ...]) -> str:
+    """`tail` without the turn ends it opens with (and the whitespace before each)."""
+    closers = tuple(c for c in closers if c)
+    while True:
+        stripped = tail.lstrip()
+        closer = next((c for c in closers if stripped.startswith(c)), None)
+        if closer is None:
+            return tail
+        tail = stripped[len(closer) :]
+
+
+def _first_shown(text: str, messages: list[Message], start: int) -> int:
+    """Where the first of `messages` with content shows in `text` from `start` (-1: none does)."""
+    for message in messages:
+        content = content_text(message.get("content")).strip()
+        if content:
+            return text.find(content, start)
+    return -1
 
 
 def _shows(text: str, content: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from dataclasses import replace
@@ -40,10 +41,19 @@ from aworld_train.rollout.policy import Generation, SamplingParams, derive_seed
 from aworld_train.rollout.prompt_bounds import least_tokens, longest_token_chars, message_chars
 from aworld_train.rollout.release import release_on_servers
 from aworld_train.rollout.runtime import RolloutRuntime
-from aworld_train.rollout.tool_parser import get_parser
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
+# AWorld's MCP client's report that a call's connection broke: its server died or stopped
+# answering while the call was in flight, or before it. AWorld answers such a call with a result
+# naming the transport's error (`Error calling tool SERVER__TOOL: TYPE: ...`: anyio's cancel scope
+# torn down with the connection, httpx's connect and read errors) and then never finishes the
+# agent's step: the episode ends here, as `tool_server_down`, rather than wait out its timeout.
+_TRANSPORT_FAILURE = re.compile(
+    r"^Error calling tool \S+: (CancelledError: Cancelled via cancel scope|ConnectError|ConnectTimeout|ReadError|"
+    r"RemoteProtocolError|ClosedResourceError|BrokenResourceError|McpError: Connection closed|"
+    r"RuntimeError: Failed to get server instance)"
+)
 # a call whose text is longer is tokenized on a thread: tokenizing 20k characters takes some 15 ms
 # (the tokenizer releases the GIL), more than the hop costs, and the episode's loop serves others
 _THREAD_CHARS = 20_000
@@ -435,7 +445,7 @@ class Episode:
         """One choice as the agent reads it, and its parse; call ids in `used` are not reused."""
         renderer = self.runtime.renderer
         text = before_stop(sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids), options.stop)
-        parsed = get_parser(self.runtime.tool_parser).parse(text, tools)
+        parsed = self.runtime.calls.parse(text, tools)
         calls = []
         for i, c in enumerate(parsed.calls):
             call_id = renderer.family.call_id(c, turn, i, used)
@@ -507,6 +517,12 @@ class Episode:
                 record.error = record.result.startswith(_TOOL_ERROR_PREFIXES)
                 if SERVER_DOWN_MARK in record.result:
                     self._end("tool_server_down", record.result)
+                elif _TRANSPORT_FAILURE.match(record.result):
+                    self._end(
+                        "tool_server_down",
+                        f"the connection of tool call {record.name!r} to its MCP server broke (the server "
+                        f"stopped?): {record.result}",
+                    )
 
     # -- running --------------------------------------------------------------
     async def run(self) -> Trajectory:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from aworld_train.errors import RunCannotLearn
 from aworld_train.rollout.trajectory import FAILED_STATUSES, Trajectory
@@ -29,6 +30,8 @@ FIXES = {
     "timeout": "episodes run past rollout.episode_timeout_s: raise it, or check the agent and its tools",
     "prompt_too_long": "first prompts do not fit: raise rollout.max_prompt_tokens, or shorten them",
     "error": "the agent or the policy raises: see the message",
+    "worker_died": "rollout worker processes exit mid-episode (killed, out of memory?): check the machine's "
+    "memory and logs, or lower rollout.workers or rollout.concurrency",
     "malformed_tool_call": "the policy writes no tool call the parser reads: check rollout.tool_parser, "
     "or set rollout.train_on_malformed: true",
 }
@@ -67,6 +70,14 @@ class FailureStreak:
                 "trainer.stop_after_failed_steps=0 keeps such a run going"
             )
 
+    # a resumed run goes on counting where its checkpoint was saved
+    def state(self) -> dict[str, Any]:
+        return {"cause": self.cause, "steps": self.steps}
+
+    def load(self, state: dict[str, Any] | None) -> None:
+        if state:
+            self.cause, self.steps = state["cause"], state["steps"]
+
 
 @dataclass
 class TrainedSoFar:
@@ -83,6 +94,14 @@ class TrainedSoFar:
         self.trained += trained
         self.statuses.update(t.status for t in trajectories)
         self.example = self.example or next((t.error for t in trajectories if t.error), "")
+
+    def state(self) -> dict[str, Any]:
+        return {**asdict(self), "statuses": dict(self.statuses)}
+
+    def load(self, state: dict[str, Any] | None) -> None:
+        if state:
+            self.steps, self.trained, self.example = state["steps"], state["trained"], state["example"]
+            self.statuses = Counter(state["statuses"])
 
     def require_some(self) -> None:
         """RunCannotLearn if the steps so far trained on no episode."""

@@ -379,11 +379,11 @@ def local_runner(
     given), after its chat template is checked."""
     from aworld_train.models import load_model, load_tokenizer, stop_token_ids
     from aworld_train.rollout.runner import EpisodeRunner
-    from aworld_train.rollout.template_check import require_tool_results, template_report
+    from aworld_train.rollout.template_check import require_usable_template, template_report
 
     tokenizer = tokenizer or load_tokenizer(model_ref)
     report = template_report(tokenizer, settings)
-    require_tool_results(report, model_ref)
+    require_usable_template(report, model_ref)
     logger.info("chat template: %s", report.line())
     model = model or load_model(model_ref)
     policy = LocalPolicy(

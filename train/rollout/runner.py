@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from aworld_train.models import stop_token_ids
 from aworld_train.rollout.batch import run_episodes
-from aworld_train.rollout.chat import ChatRenderer
+from aworld_train.rollout.chat import renderer_for
 from aworld_train.rollout.driver import AgentDriver, Reward
 from aworld_train.rollout.episode import Episode
 from aworld_train.rollout.policy import PolicyClient
@@ -26,9 +26,7 @@ class EpisodeRunner:
         self.tokenizer = tokenizer
         self.settings = settings
         self.reward = reward
-        self.renderer = ChatRenderer(
-            tokenizer, tool_block=settings.tool_block, template_kwargs=settings.chat_template_kwargs
-        )
+        self.renderer = renderer_for(tokenizer, settings)
         self.stop_token_ids = stop_token_ids(tokenizer)
         self._batches: RolloutRuntime | None = None  # holds the worker processes of rollout.workers > 1
 

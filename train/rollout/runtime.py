@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aworld_train.rollout.call_format import CallFormat
 from aworld_train.rollout.chat import ChatRenderer
 from aworld_train.rollout.policy import PolicyClient
 from aworld_train.rollout.settings import RolloutConfig
-from aworld_train.rollout.tool_parser import AUTO
 
 
 @dataclass
@@ -21,9 +21,9 @@ class RolloutRuntime:
     pool: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def tool_parser(self) -> str:
-        """`rollout.tool_parser`, with `auto` resolved to the chat template family's parser."""
-        return self.renderer.parser if self.rollout.tool_parser == AUTO else self.rollout.tool_parser
+    def calls(self) -> CallFormat:
+        """How the policy's tool calls are read: `rollout.tool_parser` resolved for the chat template."""
+        return self.renderer.call_format(self.rollout.tool_parser)
 
     def close(self) -> None:
         """End the worker processes, if any; a later batch starts new ones."""

@@ -34,11 +34,18 @@ class RolloutConfig(BaseModel):
     top_k: int = Field(0, ge=0, description="0 disables top-k")
     tool_parser: str = Field(
         "auto",
-        description="the tool-call format to parse: auto (the chat template's own), or a parser's name "
-        "(hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, harmony, granite)",
+        description="the tool-call format to parse: auto (the chat template family's parser where it reads the "
+        "template's own calls, else the parser derived from the template), template (the derived parser), or a "
+        "parser's name (hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, "
+        "harmony, granite)",
     )
     tool_block: Literal["auto", "never"] = Field(
         "auto", description="add the tool list to the system turn when the chat template ignores tools="
+    )
+    tool_results_as_user: bool = Field(
+        False,
+        description="write tool results as user turns (in <tool_response> tags), for chat templates without a "
+        "tool role that drop or refuse tool messages (Phi-3.5, Gemma-2)",
     )
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict,
@@ -85,8 +92,10 @@ class RolloutConfig(BaseModel):
     @field_validator("tool_parser")
     @classmethod
     def _known_parser(cls, value: str) -> str:
-        from aworld_train.rollout.tool_parser import AUTO, parser_names
+        from aworld_train.rollout.tool_parser import AUTO, TEMPLATE, parser_names
 
-        if value != AUTO and value not in parser_names():
-            raise ValueError(f"{value!r} is no tool parser; use auto or one of {', '.join(parser_names())}")
+        if value not in (AUTO, TEMPLATE) and value not in parser_names():
+            raise ValueError(
+                f"{value!r} is no tool parser; use auto, template or one of {', '.join(parser_names())}"
+            )
         return value

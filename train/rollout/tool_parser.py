@@ -1,9 +1,11 @@
 """Tool calls from sampled text: one registry of parsers, one per native tool-call format.
 
 Each parser turns the text of one assistant turn into the calls AWorld receives (`parse`) and
-back (`format`: the text the model writes for those calls). `rollout.tool_parser: auto` takes
-the parser of the chat template's family (`rollout/families.py`). The formats are in
-`rollout/parsers/`, one module each; `parser_names()` lists them.
+back (`format`: the text the model writes for those calls). The formats are in
+`rollout/parsers/`, one module each; `parser_names()` lists them. Besides their names,
+`rollout.tool_parser` takes `auto` (the family's parser where it reads the chat template's own
+calls, else the one derived from the template) and `template` (the derived one); those are
+resolved per template by `rollout/call_format.py`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from aworld_train.rollout.parsers.base import REGISTRY, ParsedCall, ParseResult,
 
 __all__ = [
     "AUTO",
+    "TEMPLATE",
     "ParseResult",
     "ParsedCall",
     "ToolParser",
@@ -24,6 +27,7 @@ __all__ = [
 ]
 
 AUTO = "auto"
+TEMPLATE = "template"  # the parser derived from the chat template (rollout/call_format.py)
 
 
 def parser_names() -> list[str]:
@@ -33,7 +37,8 @@ def parser_names() -> list[str]:
 def get_parser(name: str) -> ToolParser:
     if name not in REGISTRY:
         raise ValueError(
-            f"unknown tool_parser {name!r}; use {AUTO!r} (the chat template's own format) or one of "
+            f"unknown tool_parser {name!r}; use {AUTO!r} (the chat template's own format), "
+            f"{TEMPLATE!r} (the parser derived from the chat template) or one of "
             f"{', '.join(sorted(REGISTRY))}"
         )
     return REGISTRY[name]()

@@ -7,9 +7,10 @@ from typing import Any
 
 from aworld_train.rollout.ledger import Segment
 
-# Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2).
+# Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2); `worker_died`:
+# the rollout worker process running it exited mid-episode (rollout/workers.py).
 FAILED_STATUSES = frozenset(
-    {"timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long"}
+    {"timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long", "worker_died"}
 )
 STATUSES = ("ok", "max_turns", "truncated", "malformed_tool_call", *sorted(FAILED_STATUSES))
 

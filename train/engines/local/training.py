@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import os
 import random
 import resource
 import shlex
-import shutil
 import statistics
 import time
 from collections import Counter
@@ -18,14 +20,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aworld_train.atomic_files import complete_folder, write_text
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.errors import ConfigError, RunCannotLearn, no_checkpoint_to_resume
+from aworld_train.errors import ConfigError, RunCannotLearn, RunStoppedByDisk, no_checkpoint_to_resume
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.agent_stats import agent_metrics
 from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
 from aworld_train.rollout.local_policy import local_runner
+from aworld_train.rollout.policy import derive_seed
 from aworld_train.rollout.token_log import EpisodeNotes, step_set
 from aworld_train.rollout.trajectory import Task, Trajectory
 
@@ -90,20 +94,23 @@ def peak_rss_mb() -> float:
 class LocalTraining:
     def __init__(self, inputs: RunInputs, resume: bool = False) -> None:
         from aworld_train.models import load_model, load_tokenizer
-        from aworld_train.rollout.template_check import require_tool_results, template_report
+        from aworld_train.rollout.template_check import require_usable_template, template_report
 
         self.inputs = inputs
         self.cfg = inputs.config
         self.folder = RunFolder(inputs.run_dir)
         self.start_step = 0
+        self.envs = None  # the env: servers' supervisor while the run runs
         latest = self.folder.latest_checkpoint() if resume else None
         if resume and latest is None:  # before any model loads
-            raise ConfigError(no_checkpoint_to_resume(self.folder.path / "checkpoints"))
+            raise ConfigError(
+                no_checkpoint_to_resume(self.folder.path / "checkpoints") + _skipped(self.folder)
+            )
         model_source = str(latest[1]) if latest else self.cfg.model
         torch.manual_seed(self.cfg.trainer.seed)
         self.tokenizer = load_tokenizer(model_source)
         template = template_report(self.tokenizer, self.cfg.rollout)
-        require_tool_results(template, self.cfg.model)  # before the model loads
+        require_usable_template(template, self.cfg.model)  # before the model loads
         console.print(f"chat template: {template.line()}")
         self.model = load_model(model_source)
         self.model.eval()
@@ -134,8 +141,19 @@ class LocalTraining:
             self.learner.load_state_dict(state["learner"])
             self.start_step = state["step"]
             self.policy.version = state.get("version", self.start_step)
-            console.print(f"resuming from {latest[1]} (step {self.start_step})")
-        (self.folder.path / "config.yaml").write_text(self.cfg.render())
+            restore_rng(state.get("rng"))
+            self.failures.load(state.get("failures"))
+            self.trained.load(state.get("trained"))
+            # one line each, whatever the width: a log is read with grep
+            console.print(
+                f"resuming from {latest[1]} (step {self.start_step}){_skipped(self.folder)}", soft_wrap=True
+            )
+            removed = self.folder.rewind(self.start_step)
+            if removed:
+                console.print(
+                    f"removed what steps after {self.start_step} left: {', '.join(removed)}", soft_wrap=True
+                )
+        write_text(self.folder.path / "config.yaml", self.cfg.render())
         inputs.spec.write(self.folder.path / "agent_spec.yaml")
 
     # -- pieces ------------------------------------------------------------------
@@ -150,18 +168,29 @@ class LocalTraining:
         return report
 
     def save(self, step: int) -> Path:
+        """The checkpoint of `step`: written as step_N.partial, its completion marker last, then
+        renamed (atomic_files.complete_folder); a save cut short is never taken for a checkpoint."""
         path = self.folder.checkpoint_dir(step)
-        tmp = path.with_name(path.name + ".partial")
-        with self.policy.lock:
-            self.model.save_pretrained(tmp)
-        self.tokenizer.save_pretrained(tmp)
-        torch.save(
-            {"step": step, "version": self.policy.version, "learner": self.learner.state_dict()},
-            tmp / "trainer_state.pt",
-        )
-        if path.exists():
-            shutil.rmtree(path)
-        tmp.rename(path)
+        state = {
+            "step": step,
+            "version": self.policy.version,
+            "learner": self.learner.state_dict(),
+            "rng": rng_state(),
+            "failures": self.failures.state(),
+            "trained": self.trained.state(),
+        }
+        try:
+            with complete_folder(path, step=step) as tmp:
+                with self.policy.lock:
+                    self.model.save_pretrained(tmp)
+                self.tokenizer.save_pretrained(tmp)
+                # through a Python file: torch's own writer reports a full disk without its errno
+                with (tmp / "trainer_state.pt").open("wb") as f:
+                    torch.save(state, f)
+        except Exception as exc:
+            if disk_full(exc) is not None:
+                raise disk_error(exc, f"saving checkpoint {path}", self.folder) from exc
+            raise
         return path
 
     def train_step(self, step: int) -> dict[str, Any]:
@@ -169,7 +198,9 @@ class LocalTraining:
         started = time.perf_counter()
         tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
         group = cfg.algorithm.group_size
-        trajs = asyncio.run(self.runner.run_batch(self.policy, tasks, samples_per_task=group))
+        # each step samples under its own seed: a resumed run draws what the uninterrupted one would
+        seed = derive_seed(cfg.trainer.seed, "step", step)
+        trajs = asyncio.run(self.runner.run_batch(self.policy, tasks, samples_per_task=group, seed=seed))
         rollout_s = time.perf_counter() - started
         groups = [f"{i // group}" for i in range(len(trajs))]
         samples, advantages = build_samples(
@@ -203,6 +234,8 @@ class LocalTraining:
         # after the step is logged: a stopped run keeps it
         self.failures.observe(trajs)
         self.trained.observe(trajs, sum(t.trainable(cfg.rollout.train_on_malformed) for t in trajs))
+        if self.envs is not None:
+            self.envs.check()  # a tool server that died in the step and did not come back stops the run
         return metrics
 
     # -- the loop -------------------------------------------------------------------
@@ -211,7 +244,7 @@ class LocalTraining:
         before = after = final = None
         step_times: list[float] = []
         step = self.start_step
-        with running_envs(self.cfg.env, self.folder.path):
+        with running_envs(self.cfg.env, self.folder.path) as self.envs:
             try:
                 if cfg.eval_before and self.inputs.test_tasks and self.start_step == 0:
                     before = self.evaluate("before", 0)
@@ -278,10 +311,21 @@ class LocalTraining:
                     f"[red]stopped after step {step + 1}: {exc}\n[yellow]saved {self.save(step + 1)}"
                 )
                 raise
+            except RunStoppedByDisk:
+                raise
+            except Exception as exc:
+                if disk_full(exc) is None:
+                    raise
+                raise disk_error(exc, "writing the run folder", self.folder) from exc
             finally:
                 self.runner.close()  # the rollout worker processes, if any
-                curve = self.folder.plot_reward_curve()
-                self.folder.close()
+                curve = None
+                # a full disk must not hide the error that stopped the run behind these writes
+                with contextlib.suppress(OSError):
+                    curve = self.folder.plot_reward_curve()
+                with contextlib.suppress(OSError):
+                    self.folder.close()
+                self.envs = None
         summary = {
             "run_dir": str(self.folder.path),
             "steps": cfg.steps,
@@ -301,6 +345,61 @@ class LocalTraining:
         view = escape(f"aworld-train view {shlex.quote(str(self.folder.path))}")
         console.print(f"every episode, token by token: [bold]{view}")
         return summary
+
+
+def rng_state() -> dict[str, Any]:
+    """The random generators a step draws from, saved with its checkpoint (sampling itself is
+    seeded per step; these cover anything else, such as dropout)."""
+    import numpy as np
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_rng(state: dict[str, Any] | None) -> None:
+    if not state:
+        return
+    import numpy as np
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException) -> int | None:
+    """ENOSPC or EDQUOT where `exc` (or what caused it) is a write that found no space (or quota)
+    left, else None. safetensors' writer keeps the errno in its message only: "(os error 28)"."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _DISK_FULL:
+            return seen.errno
+        for code in _DISK_FULL:
+            if f"(os error {code})" in str(seen):
+                return code
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def disk_error(exc: BaseException, doing: str, folder: RunFolder) -> RunStoppedByDisk:
+    """A full disk (or quota) as the run's one-line failure: the cause, the checkpoint a resume
+    continues from, and the fix."""
+    latest = folder.latest_checkpoint()
+    kept = f"checkpoint {latest[1]} (step {latest[0]}) is intact" if latest else "no checkpoint was saved yet"
+    code = disk_full(exc) or errno.ENOSPC
+    return RunStoppedByDisk(
+        f"{doing} failed: {os.strerror(code).lower()} ({errno.errorcode[code]}) in {folder.path} "
+        f"({type(exc).__name__}: {exc}): "
+        f"the run stopped; {kept}. Free space on that disk (or set trainer.run_dir to a disk with room), "
+        "then continue with `aworld-train run CONFIG --resume`"
+    )
+
+
+def _skipped(folder: RunFolder) -> str:
+    """Checkpoints a resume passes over, and why (each was being written when a run stopped)."""
+    skipped = [f"{path.name}: {problem}" for _, path, problem in folder.checkpoints() if problem]
+    return f"; incomplete checkpoint(s) passed over: {'; '.join(skipped)}" if skipped else ""
 
 
 def step_line(done: int, steps: int, metrics: dict[str, Any]) -> str:

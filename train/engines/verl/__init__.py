@@ -50,9 +50,11 @@ class VerlEngine:
         from aworld_train.errors import ConfigError, no_checkpoint_to_resume
 
         def refuse_nothing_to_resume(run: RenderedRun) -> None:
-            # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint
+            # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint:
+            # it reads the step its tracker file names, which it writes after the checkpoint (a
+            # checkpoint cut short is not named there)
             folder = Path(run.final["trainer"]["default_local_dir"])
-            if resume and not any(folder.glob("global_step_*")):
+            if resume and latest_verl_checkpoint(folder) is None:
                 raise ConfigError(no_checkpoint_to_resume(folder))
 
         return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume, refuse=refuse_nothing_to_resume)
@@ -82,6 +84,18 @@ class VerlEngine:
                 f"run folder {rendered.folder})"
             )
         return result
+
+
+def latest_verl_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint verl's `resume_mode=auto` continues from: the step named by its tracker file
+    (`latest_checkpointed_iteration.txt`), where that folder exists; else None."""
+    tracker = folder / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    path = folder / f"global_step_{step}"
+    return path if path.is_dir() else None
 
 
 ENGINE = VerlEngine()

@@ -1,0 +1,52 @@
+"""A fault for verl's CPU run, with its reward: verl's agent-loop worker loads this file by path
+(the run's `reward.fn`), and from then on the first episode of the run that asks for its tools
+kills the calculator MCP server (SIGKILL) at that instant, once: the first process to create the
+file FAULT_KILL_MARKER names (inherited from the test by verl's workers) does it, and writes the
+pid it killed there. That episode's own check then finds the server gone; the run's supervisor
+starts it again; later episodes reach the new process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the dense reward
+
+from verl_cpu_support import distinct_chars  # noqa: E402
+
+from aworld_train.rollout.episode import Episode  # noqa: E402
+
+__all__ = ["distinct_chars"]
+
+
+def kill_server_once() -> None:
+    import psutil
+
+    port = urlparse(os.environ.get("CALCULATOR_MCP_URL", "")).port
+    marker = os.environ.get("FAULT_KILL_MARKER")
+    if port is None or not marker:
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # one process, once
+    except FileExistsError:
+        return
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
+            os.kill(connection.pid, signal.SIGKILL)
+            os.write(fd, str(connection.pid).encode())
+    os.close(fd)
+
+
+_tools_missing = Episode._tools_missing
+
+
+async def _killing_first(self, tools, role, first_call: bool):
+    if first_call:
+        kill_server_once()
+    return await _tools_missing(self, tools, role, first_call)
+
+
+Episode._tools_missing = _killing_first
