@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from aworld_train.agents.mcp_config import env_url, streamable_http
-from aworld_train.protocol import url_variable
+from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("agentgym")
 DEFAULT_URL = "http://127.0.0.1:8770/mcp"
@@ -65,19 +65,15 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train", env: str = "textcraft"):
-    from aworld_train.aworld.runtime import Agent, AgentConfig
-
-    agent = Agent(
+    return one_server_agent(
         name=f"agentgym_{env}_agent",
         desc=f"Solves AgentGym {env} tasks by acting in the environment",
         system_prompt=SYSTEM_PROMPT + (TEXTCRAFT_HINT if env == "textcraft" else ""),
+        server="agentgym",
         mcp_config=mcp_config(url),
-        mcp_servers=["agentgym"],
-        conf=AgentConfig(llm_provider=provider),
+        provider=provider,
+        few_shot=TEXTCRAFT_FEW_SHOT if env == "textcraft" else None,
     )
-    if env == "textcraft":
-        agent.few_shot = TEXTCRAFT_FEW_SHOT  # read by aworld-train's agent spec
-    return agent
 
 
 def build_textcraft_agent(url: str | None = None, provider: str = "aworld_train"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aworld_train.agents.mcp_config import env_url, streamable_http
-from aworld_train.protocol import url_variable
+from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("bfcl")
 DEFAULT_URL = "http://127.0.0.1:8766/mcp"
@@ -21,13 +21,11 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    from aworld_train.aworld.runtime import Agent, AgentConfig
-
-    return Agent(
+    return one_server_agent(
         name="bfcl_agent",
         desc="Completes multi-turn BFCL requests with the entry's functions",
         system_prompt=SYSTEM_PROMPT,
+        server="bfcl",
         mcp_config=mcp_config(url),
-        mcp_servers=["bfcl"],
-        conf=AgentConfig(llm_provider=provider),
+        provider=provider,
     )

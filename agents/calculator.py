@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from aworld_train.agents.mcp_config import env_url, streamable_http
-from aworld_train.protocol import url_variable
+from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("calculator")
 DEFAULT_URL = "http://127.0.0.1:8765/mcp"
@@ -43,15 +43,12 @@ def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    from aworld_train.aworld.runtime import Agent, AgentConfig
-
-    agent = Agent(
+    return one_server_agent(
         name="calculator_agent",
         desc="Answers arithmetic questions with the calculator tool",
         system_prompt=SYSTEM_PROMPT,
+        server="calculator",
         mcp_config=mcp_config(url),
-        mcp_servers=["calculator"],
-        conf=AgentConfig(llm_provider=provider),
+        provider=provider,
+        few_shot=FEW_SHOT,
     )
-    agent.few_shot = FEW_SHOT  # read by aworld-train's agent spec
-    return agent

@@ -40,7 +40,7 @@ def _coordinator_example(question: str, expression: str, answer: str, call_id: s
 
 def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], provider: str):
     """A trained agent of the team with its few-shot turns (read by aworld-train's agent spec)."""
-    from aworld_train.aworld.runtime import Agent, AgentConfig
+    from aworld_train.aworld.framework import Agent, AgentConfig
 
     agent = Agent(name=name, desc=desc, system_prompt=prompt, conf=AgentConfig(llm_provider=provider))
     agent.few_shot = few_shot
@@ -49,7 +49,7 @@ def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], provider:
 
 def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
     """The planner, then the calculator agent, as an AWorld WorkflowSwarm."""
-    from aworld_train.aworld.runtime import SWARM_CLASSES
+    from aworld_train.aworld.framework import SWARM_CLASSES
 
     planner = _teammate(
         "planner",
@@ -64,7 +64,7 @@ def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
 
 def build_team(url: str | None = None, provider: str = "aworld_train"):
     """The coordinator with the calculator agent as its tool, as an AWorld TeamSwarm."""
-    from aworld_train.aworld.runtime import SWARM_CLASSES
+    from aworld_train.aworld.framework import SWARM_CLASSES
 
     coordinator = _teammate(
         "coordinator",

@@ -20,7 +20,7 @@ def build_agent(
     provider: str = "verl",
 ):
     """The GAIA agent over the gateway at `url` (see `get_agent_tool_env_and_servers`)."""
-    from aworld_train.aworld.runtime import Agent, AgentConfig
+    from aworld_train.aworld.framework import Agent, AgentConfig
 
     mcp_config, _ = get_agent_tool_env_and_servers(url, servers, authorization)
     return Agent(

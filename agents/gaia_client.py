@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from aworld_train.agents.mcp_config import streamable_http
-from aworld_train.protocol import is_env_reference
+from aworld_train.core.protocol import is_env_reference
 
 GATEWAY_NAME = "aworld-mcp"
 URL_ENV = "MCP_SERVER_URL"

@@ -1,6 +1,9 @@
-"""The MCP config shape AWorld agents take, for one streamable-HTTP server."""
+"""The MCP config shape AWorld agents take, for one streamable-HTTP server, and the agent built on
+one such server that most ready builders are."""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def env_url(variable: str, default: str) -> str:
@@ -15,3 +18,30 @@ def streamable_http(name: str, url: str, timeout_s: float, headers: dict[str, st
         server["headers"] = dict(headers)
     server.update(timeout=timeout_s, sse_read_timeout=timeout_s, client_session_timeout_seconds=timeout_s)
     return {"mcpServers": {name: server}}
+
+
+def one_server_agent(
+    *,
+    name: str,
+    desc: str,
+    system_prompt: str,
+    server: str,
+    mcp_config: dict,
+    provider: str,
+    few_shot: list[dict[str, Any]] | None = None,
+):
+    """An AWorld agent on the one MCP server `server`, its LLM calls through `provider`; its worked
+    examples (`few_shot`, real chat turns) are read by aworld-train's agent spec."""
+    from aworld_train.aworld.framework import Agent, AgentConfig
+
+    agent = Agent(
+        name=name,
+        desc=desc,
+        system_prompt=system_prompt,
+        mcp_config=mcp_config,
+        mcp_servers=[server],
+        conf=AgentConfig(llm_provider=provider),
+    )
+    if few_shot:
+        agent.few_shot = few_shot
+    return agent

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from aworld_train.agents.mcp_config import env_url, streamable_http
+from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.core.protocol import url_variable
 from aworld_train.env.toolbench.data import SYSTEM_PROMPT
-from aworld_train.protocol import url_variable
 
 URL_VARIABLE = url_variable("toolbench")
 DEFAULT_URL = "http://127.0.0.1:8767/mcp"
@@ -16,13 +16,11 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    from aworld_train.aworld.runtime import Agent, AgentConfig
-
-    return Agent(
+    return one_server_agent(
         name="toolbench_agent",
         desc="Solves ToolBench queries with the task's APIs and ends with Finish",
         system_prompt=SYSTEM_PROMPT,
+        server="toolbench",
         mcp_config=mcp_config(url),
-        mcp_servers=["toolbench"],
-        conf=AgentConfig(llm_provider=provider),
+        provider=provider,
     )

@@ -169,15 +169,16 @@ async def agent_main() -> None:
 
 # -- the trainer side ----------------------------------------------------------------------------
 async def bench(args, out: Path) -> int:
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout import episode as episode_module
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
+    from aworld_train.rollout.episodes import episode as episode_module
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.settings import RolloutSettings
+    from aworld_train.rollout.episodes.trajectory import Task
     from aworld_train.rollout.gateway.process_agent import ProcessAgent
-    from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.settings import RolloutConfig
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     if args.on_loop:  # every prompt tokenized on the episodes' loop, as before the thread
         episode_module._THREAD_CHARS = float("inf")
@@ -186,7 +187,7 @@ async def bench(args, out: Path) -> int:
     agent = ProcessAgent(name="edges", command=[sys.executable, __file__, "--agent"], env={OUT: str(out)})
 
     def runtime(budget: int) -> RolloutRuntime:
-        cfg = RolloutConfig(max_turns=256, tool_block="never", max_total_tokens=budget, concurrency=64)
+        cfg = RolloutSettings(max_turns=256, tool_block="never", max_total_tokens=budget, concurrency=64)
         return RolloutRuntime(
             policy, ChatRenderer(tokenizer, tool_block="never"), stop_token_ids(tokenizer), cfg
         )

@@ -27,7 +27,7 @@ def build_model(path: Path, layers: int, hidden: int) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from aworld_train.models import load_tokenizer
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     torch.manual_seed(0)
@@ -62,12 +62,12 @@ def run_ours(args) -> dict:
 
     import torch
 
-    from aworld_train.config import AlgorithmConfig
     from aworld_train.engines.local.learner import GRPOLearner, build_samples
-    from aworld_train.models import load_model, load_tokenizer
-    from aworld_train.rollout.local_policy import LocalPolicy
-    from aworld_train.rollout.policy import SamplingParams
-    from aworld_train.rollout.single_turn import sample_groups
+    from aworld_train.inputs.config import AlgorithmConfig
+    from aworld_train.rollout.episodes.single_turn import sample_groups
+    from aworld_train.rollout.policies.client import SamplingParams
+    from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(args.model)
     model = load_model(args.model, dtype=torch.float32)

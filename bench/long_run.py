@@ -27,7 +27,7 @@ SHOWN = ("agents", "sandboxes", "sandbox_workers", "sandbox_loop_tasks", "state_
 
 def fake_policy(tokenizer, latency: float):
     """Calls the calculator tool for the task's expression, then answers with its result."""
-    from aworld_train.rollout.policy import ScriptedPolicy
+    from aworld_train.rollout.policies.client import ScriptedPolicy
 
     def reply(prompt_ids: list[int]) -> str:
         text = tokenizer.decode(prompt_ids)
@@ -70,7 +70,7 @@ def count_cleanups() -> list[int]:
 
 def keep_registries() -> None:
     """Episodes drop only their history, as before `release_episode`."""
-    import aworld_train.aworld.runtime as runtime
+    import aworld_train.aworld.framework as runtime
 
     async def history_only(agents: list, session_id: str) -> None:
         runtime.release_session(session_id)
@@ -91,15 +91,16 @@ def main() -> None:
 
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld import install
-    from aworld_train.aworld.runtime import registry_sizes
+    from aworld_train.aworld.framework import registry_sizes
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     install()
     if args.keep_registries:
@@ -107,7 +108,7 @@ def main() -> None:
     cleanups = count_cleanups()
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     # generous tool and episode limits: a loaded machine must not turn slow calls into failed episodes
-    settings = RolloutConfig(
+    settings = RolloutSettings(
         tool_block="never", concurrency=args.concurrency, episode_timeout_s=600, tool_timeout_s=300
     )
     runtime = RolloutRuntime(

@@ -118,7 +118,7 @@ class InProcessAgent:
         self.calls = calls
 
     def roles(self):
-        from aworld_train.rollout.driver import AgentRole
+        from aworld_train.rollout.episodes.driver import AgentRole
 
         return [AgentRole("bench_agent")]
 
@@ -165,19 +165,19 @@ def cpu_s(who: int) -> float:
 
 
 async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer) -> dict:
-    from aworld_train.config import RolloutConfig
-    from aworld_train.models import stop_token_ids
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     stops = stop_token_ids(tokenizer)
     policy = ScriptedPolicy(
         tokenizer, script(tokenizer, calls), tokenizer.convert_tokens_to_ids("<|im_end|>")
     )
-    rollout = RolloutConfig(
+    rollout = RolloutSettings(
         concurrency=concurrency, max_turns=calls + 1, tool_block="never", max_new_tokens=64
     )
     runtime = RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block="never"), stops, rollout)
@@ -193,9 +193,9 @@ async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer)
 
 
 async def bench(args) -> None:
-    from aworld_train.models import load_tokenizer
     from aworld_train.rollout.gateway.process_agent import ProcessAgent, agent_process
     from aworld_train.rollout.gateway.server import gateway
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     local = InProcessAgent(args.calls)

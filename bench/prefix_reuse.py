@@ -20,9 +20,10 @@ import time
 import torch
 
 from aworld_train.env.bfcl import catalog
-from aworld_train.models import load_model, load_tokenizer, stop_token_ids
-from aworld_train.rollout.local_policy import LocalPolicy
-from aworld_train.rollout.policy import SamplingParams
+from aworld_train.rollout.policies.client import SamplingParams
+from aworld_train.rollout.policies.local import LocalPolicy
+from aworld_train.rollout.policies.models import load_model, load_tokenizer
+from aworld_train.rollout.tokens.stops import stop_token_ids
 
 
 def first_prompts(tokenizer, tasks: int, low: int = 3000, high: int = 5000) -> list[list[int]]:

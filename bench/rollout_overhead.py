@@ -129,16 +129,16 @@ async def run_verl(tokenizer, server, cfg, tools, n: int, concurrency: int) -> f
 
 
 async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
-    from aworld_train.config import RolloutConfig
     from aworld_train.engines.verl.loop import VerlServerPolicy
-    from aworld_train.models import stop_token_ids
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.episode import Episode
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.episode import Episode
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     renderer = ChatRenderer(tokenizer, tool_block="never")
-    settings = RolloutConfig(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
+    settings = RolloutSettings(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
     limit = asyncio.Semaphore(concurrency)
 
     async def one(i: int):
@@ -171,7 +171,7 @@ def main() -> None:
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld.specs import load_agent_spec
     from aworld_train.env.launcher import start_server
-    from aworld_train.models import load_tokenizer
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     cfg = verl_config()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 # (component, substrings of a code object's file name or of a builtin's name), first match wins
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
-    ("fake policy (the bench's model)", ("rollout_profile.py", "rollout/policy.py")),
+    ("fake policy (the bench's model)", ("rollout_profile.py", "rollout/policies/client.py")),
     ("tool-call parsing", ("aworld_train/rollout/tool_parser", "train/rollout/tool_parser")),
     (
         "ledger and chat template",
@@ -172,8 +172,8 @@ def sandbox_loops() -> list:
 
 
 async def episodes(spec, runtime, n: int, concurrency: int, offset: int) -> list:
-    from aworld_train.rollout.episode import Episode
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.rollout.episodes.episode import Episode
+    from aworld_train.rollout.episodes.trajectory import Task
 
     limit = asyncio.Semaphore(concurrency)
 
@@ -233,12 +233,13 @@ def main() -> None:
 
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)
@@ -249,7 +250,7 @@ def main() -> None:
         offset = 0
         for concurrency in args.concurrency:
             n = args.episodes_at_1 if concurrency == 1 else concurrency
-            settings = RolloutConfig(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
+            settings = RolloutSettings(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
 
             def runtime(settings=settings):
                 policy = ScriptedPolicy(tokenizer, calculator_script(tokenizer), stops[0], args.latency)

@@ -31,14 +31,15 @@ def main() -> None:
 
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)
@@ -47,7 +48,7 @@ def main() -> None:
         os.environ["CALCULATOR_MCP_URL"] = server.url
         spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
         for workers in args.workers:
-            settings = RolloutConfig(
+            settings = RolloutSettings(
                 tool_block="never", concurrency=args.concurrency, workers=workers, episode_timeout_s=600
             )
             policy = ScriptedPolicy(tokenizer, calculator_script(tokenizer), stops[0], args.latency)

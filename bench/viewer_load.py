@@ -27,9 +27,9 @@ from pathlib import Path
 
 
 def synthetic_run(folder: Path, episodes: int, seed: int = 0) -> Path:
-    from aworld_train.rollout.ledger import Segment
-    from aworld_train.rollout.token_log import EpisodeNotes, step_set, write_episodes
-    from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory
+    from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
+    from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set, write_episodes
+    from aworld_train.rollout.tokens.ledger import Segment
 
     rng = random.Random(seed)
     per_step, group = 200, 8
@@ -96,7 +96,7 @@ def measure(run: Path, repeat: int) -> dict:
     from playwright.sync_api import sync_playwright
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "aworld_train.cli", "view", str(run), "--port", "0"],
+        [sys.executable, "-m", "aworld_train.facade.cli", "view", str(run), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
     )

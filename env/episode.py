@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aworld_train.protocol import EPISODE_HEADER
+from aworld_train.core.protocol import EPISODE_HEADER
 
 
 def episode_of(ctx: Any) -> str:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aworld_train.errors import ConfigError
+from aworld_train.core.errors import ConfigError
 
 SERVERS = {
     "calculator": "aworld_train.env.calculator:serve",

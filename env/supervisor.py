@@ -26,8 +26,8 @@ from tenacity import (
     wait_exponential,
 )
 
+from aworld_train.core.errors import ToolServerLost
 from aworld_train.env.launcher import RunningServer, spawn_server, wait_until_listening
-from aworld_train.errors import ToolServerLost
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from importlib.metadata import PackageNotFoundError, version
 
-from aworld_train.errors import AworldTrainError
+from aworld_train.core.errors import AworldTrainError
 
 # what a patch does to its target
 REPLACES = "replaces"  # our function sits where the upstream one was

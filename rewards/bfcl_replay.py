@@ -11,9 +11,9 @@ import ast
 import uuid
 from typing import Any
 
+from aworld_train.core.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
 from aworld_train.env.bfcl import catalog
-from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
-from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
 
 
 def parse_call(text: str, entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:

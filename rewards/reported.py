@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aworld_train.errors import RewardError
+from aworld_train.core.errors import RewardError
 
 
 def reported_reward(trajectory, sample: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import json
 import re
 
 from aworld_train import AgentTrainer
-from aworld_train.config import is_native_verl
+from aworld_train.inputs.config import is_native_verl
 
 AGENT = "aworld_train.agents.calculator:build_agent"
 REWARD = "aworld_train.rewards.calculator:exact_answer"

@@ -13,21 +13,21 @@ import sys  # noqa: E402
 import early_runs  # noqa: E402
 import pytest  # noqa: E402
 
-from aworld_train.config import RolloutConfig  # noqa: E402
+from aworld_train.inputs.config import RolloutSettings  # noqa: E402
 
 EMBEDDED = "embedded:smollm2-135m"
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from aworld_train.models import load_tokenizer
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     return load_tokenizer(EMBEDDED)
 
 
 @pytest.fixture(scope="session")
 def stop_ids(tokenizer):
-    from aworld_train.models import stop_token_ids
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     return stop_token_ids(tokenizer)
 
@@ -105,12 +105,12 @@ def calculator_spec(calculator_server):
 
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
-    from aworld_train.rollout.chat import renderer_for
-    from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.tokens.chat import renderer_for
 
     def make(policy, **rollout):
         rollout.setdefault("tool_block", "never")
-        cfg = RolloutConfig(**rollout)
+        cfg = RolloutSettings(**rollout)
         return RolloutRuntime(policy, renderer_for(tokenizer, cfg), stop_ids, cfg)
 
     return make
@@ -119,11 +119,11 @@ def make_runtime(tokenizer, stop_ids):
 @pytest.fixture
 def make_runner(tokenizer):
     """An EpisodeRunner of `agent` with the test tokenizer; rollout settings as keywords."""
-    from aworld_train.rollout.runner import EpisodeRunner
+    from aworld_train.rollout.episodes.runner import EpisodeRunner
 
     def make(agent, reward=None, **rollout):
         rollout.setdefault("tool_block", "never")
-        return EpisodeRunner(agent, tokenizer, RolloutConfig(**rollout), reward)
+        return EpisodeRunner(agent, tokenizer, RolloutSettings(**rollout), reward)
 
     return make
 

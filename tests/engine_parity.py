@@ -68,7 +68,7 @@ def areal_samples(folder: Path) -> list[dict]:
 
     from aworld_train.engines.areal.config_check import load
     from aworld_train.engines.areal.workflow import AWorldWorkflow
-    from aworld_train.models import load_tokenizer
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     workflow_file = yaml.safe_load((folder / "workflow.yaml").read_text())
     config = load(folder / "areal_config.yaml", [])

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from aworld_train.rollout.policy import Generation
+from aworld_train.rollout.policies.client import Generation
 
 
 class _Server(ThreadingHTTPServer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from openai import AsyncOpenAI
 
-from aworld_train.rollout.driver import AgentRole
+from aworld_train.rollout.episodes.driver import AgentRole
 from aworld_train.rollout.gateway.server import gateway
 
 

@@ -10,11 +10,11 @@ from aworld_train.aworld.agent_spec import (
     spec_from_agent,
 )
 from aworld_train.aworld.specs import load_agent_spec
-from aworld_train.errors import AgentSpecError
+from aworld_train.core.errors import AgentSpecError
 
 
 def gaia_style_agent(token: str):
-    from aworld_train.aworld.runtime import Agent, AgentConfig
+    from aworld_train.aworld.framework import Agent, AgentConfig
 
     mcp = {
         "mcpServers": {

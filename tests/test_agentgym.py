@@ -12,17 +12,17 @@ import httpx
 import pytest
 
 from aworld_train.aworld.specs import load_agent_spec
+from aworld_train.core.protocol import EPISODE_HEADER, TASK_HEADER, release_url
 from aworld_train.env.agentgym import textcraft
 from aworld_train.env.agentgym.client import AgentGymClient, EnvError, ServerDown
 from aworld_train.env.agentgym.profiles import profile, split_actions
 from aworld_train.env.agentgym.status import read_status
 from aworld_train.env.launcher import start_server
-from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, release_url
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.batch import run_episodes
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.batch import run_episodes
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 REWARD = RewardFunction.load("aworld_train.rewards.agentgym:env_reward")
 
@@ -202,7 +202,7 @@ async def test_babyai_server_and_bridge_with_a_scripted_agent():
 
 
 def test_only_the_bridge_takes_env_and_server_options(capsys):
-    from aworld_train.cli import main
+    from aworld_train.facade.cli import main
 
     assert main(["env", "up", "calculator", "--env", "textcraft"]) == 2
     assert "takes no --env" in capsys.readouterr().err

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from aworld_train.cli import main
-from aworld_train.dataset import load_tasks
+from aworld_train.core.errors import DatasetError
 from aworld_train.env.agentgym.data import ASK_INSTRUCTION, actions_of, convert, to_rows
-from aworld_train.errors import DatasetError
+from aworld_train.facade.cli import main
+from aworld_train.inputs.dataset import load_tasks
 
 TRAJECTORY = {
     "item_id": "textcraft_3",
@@ -86,8 +86,8 @@ def test_convert_command_with_a_seeded_split_by_item(tmp_path, capsys):
 
 
 def test_a_config_names_the_bridges_environment_and_server(monkeypatch):
-    from aworld_train.config import TrainConfig
-    from aworld_train.errors import ConfigError
+    from aworld_train.core.errors import ConfigError
+    from aworld_train.inputs.config import TrainConfig
 
     monkeypatch.delenv("AGENTGYM_ENV", raising=False)
     monkeypatch.delenv("AGENTGYM_SERVER", raising=False)

@@ -16,9 +16,9 @@ import yaml
 from backend_support import REWARD, ROWS, trainer_for
 
 from aworld_train import AgentTrainer
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.areal.render import derived_values
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.codec import TASK_FIELD, task_from_json
+from aworld_train.rollout.samples.codec import TASK_FIELD, task_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def test_every_common_key_is_translated(tmp_path, override, key, expected):
 
 
 def test_model_data_and_reward_reach_the_run_folder(tmp_path):
-    from aworld_train.models import resolve_model_path
+    from aworld_train.rollout.policies.models import resolve_model_path
 
     run = _render(trainer_for(tmp_path, {"backend": "areal", "algorithm": {"kl_coef": 0.1}}))
     model = str(resolve_model_path("embedded:smollm2-135m"))
@@ -203,7 +203,7 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
         [
             sys.executable,
             "-m",
-            "aworld_train.cli",
+            "aworld_train.facade.cli",
             "render",
             "examples/calculator/grpo_areal.yaml",
             f"trainer.run_dir={tmp_path / 'run'}",
@@ -230,8 +230,8 @@ def test_cli_render_writes_the_run_folder_and_shows_the_result(tmp_path):
 def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, capsys):
     """`train()` starts AReaL's entry point in a subprocess and streams its output into areal.log;
     an exit status other than 0 is an error naming the log. (The command itself is replaced.)"""
+    from aworld_train.core.errors import EngineFailed
     from aworld_train.engines.areal import render as areal_render
-    from aworld_train.errors import EngineFailed
     from aworld_train.prerun import checks as preflight
 
     monkeypatch.setattr(preflight, "require_checks", lambda inputs, engine, run: None)  # no AReaL here
@@ -342,8 +342,8 @@ def test_the_cpu_policy_server_drops_an_answer_the_weights_changed_under(tiny_mo
     import torch
 
     from aworld_train.engines.areal.cpu.server import PolicyServer
-    from aworld_train.models import load_model
-    from aworld_train.rollout.local_policy import LocalPolicy
+    from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.models import load_model
 
     policy = LocalPolicy(load_model(str(tiny_model_dir), dtype=torch.float32), tokenizer, stop_ids)
     server = PolicyServer(policy, max_len=256)

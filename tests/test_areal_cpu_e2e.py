@@ -20,7 +20,7 @@ import pytest
 from areal_support import AREAL_PYTHON, needs_areal
 from verl_cpu_support import calculator_rows, cpu_run
 
-from aworld_train.rollout.codec import group_advantages
+from aworld_train.rollout.samples.codec import group_advantages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 

@@ -14,7 +14,7 @@ from areal_support import AREAL_PYTHON, ROOT, needs_areal
 
 def check(config: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "aworld_train.cli", "check", str(ROOT / config), f"trainer.run_dir={tmp_path / 'run'}", *overrides],
+        [sys.executable, "-m", "aworld_train.facade.cli", "check", str(ROOT / config), f"trainer.run_dir={tmp_path / 'run'}", *overrides],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "AWORLD_TRAIN_AREAL_PYTHON": AREAL_PYTHON},
     )  # fmt: skip
@@ -44,7 +44,7 @@ def test_a_setting_areal_would_fail_on_is_a_fail_line_with_the_fix(tmp_path):
 
 def test_without_areal_check_names_the_environment_to_use(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "aworld_train.cli", "check", str(ROOT / "examples/calculator/grpo_areal.yaml"),
+        [sys.executable, "-m", "aworld_train.facade.cli", "check", str(ROOT / "examples/calculator/grpo_areal.yaml"),
          f"trainer.run_dir={tmp_path / 'run'}"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={k: v for k, v in os.environ.items() if k != "AWORLD_TRAIN_AREAL_PYTHON"},

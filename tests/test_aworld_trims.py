@@ -8,11 +8,11 @@ import anyio
 import pytest
 
 from aworld_train.aworld import install, trims
+from aworld_train.core.errors import ConfigError
 from aworld_train.env.mcp_fixes import _ClosedStandaloneStream
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 
 def test_aworld_records_below_warning_and_prompt_logs_are_dropped():

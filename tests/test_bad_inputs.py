@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from aworld_train import AgentTrainer
-from aworld_train.errors import (
+from aworld_train.core.errors import (
     AgentSpecError,
     AworldTrainError,
     ConfigError,
@@ -251,7 +251,7 @@ CASES = [
 @pytest.fixture
 def no_model_loads(monkeypatch):
     """Any model or tokenizer load is a failure of the test: checks come first."""
-    from aworld_train import models
+    from aworld_train.rollout.policies import models
 
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
@@ -282,7 +282,7 @@ def test_the_cli_reports_bad_input_in_one_line(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "aworld_train.cli",
+                "aworld_train.facade.cli",
                 command,
                 "examples/calculator/grpo_local.yaml",
                 f"trainer.run_dir={a_file}",
@@ -302,7 +302,7 @@ def test_render_on_the_local_backend_checks_the_datasets(tmp_path):
         [
             sys.executable,
             "-m",
-            "aworld_train.cli",
+            "aworld_train.facade.cli",
             "render",
             "examples/calculator/grpo_local.yaml",
             f"data.train={tmp_path / 'missing.jsonl'}",
@@ -317,7 +317,7 @@ def test_render_on_the_local_backend_checks_the_datasets(tmp_path):
 
 def test_the_embedded_models_context_is_the_one_its_gguf_declares():
     gguf = pytest.importorskip("gguf")
-    from aworld_train.models import EMBEDDED, embedded_gguf
+    from aworld_train.rollout.policies.models import EMBEDDED, embedded_gguf
 
     field = gguf.GGUFReader(embedded_gguf("smollm2-135m")).fields["llama.context_length"]
     assert int(field.parts[field.data[0]][0]) == EMBEDDED["smollm2-135m"]["context_length"]
@@ -439,7 +439,7 @@ def nothing_starts(monkeypatch, no_model_loads):
 def test_bad_input_on_the_command_line_is_one_line_and_exit_2(
     tmp_path, nothing_starts, monkeypatch, capsys, case, argv, message
 ):
-    from aworld_train import cli
+    from aworld_train.facade import cli
 
     settings = {
         "dtype_unknown": ("AWORLD_TRAIN_DTYPE", "fp8"),

@@ -10,14 +10,14 @@ import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (pip install --no-deps)")
 
+from aworld_train.core.errors import RewardError  # noqa: E402
+from aworld_train.core.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER  # noqa: E402
 from aworld_train.env.bfcl import catalog  # noqa: E402
 from aworld_train.env.bfcl.data import build_rows, split  # noqa: E402
-from aworld_train.errors import RewardError  # noqa: E402
-from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER  # noqa: E402
-from aworld_train.reward import RewardFunction  # noqa: E402
+from aworld_train.inputs.reward import RewardFunction  # noqa: E402
 from aworld_train.rewards.bfcl import checker, combined, format_reward, official_check, progress  # noqa: E402
 from aworld_train.rewards.bfcl_replay import bfcl_results, replay  # noqa: E402
-from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory  # noqa: E402
+from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory  # noqa: E402
 
 MISS = "multi_turn_miss_func_0"  # `sort` is held back until turn 3
 
@@ -61,7 +61,7 @@ def test_rows_and_the_seeded_split():
     assert sorted(r["category"] for r in train).count("base") == 100
     assert [r["id"] for r in split(rows, 400, seed=0)[0]] == [r["id"] for r in train]
     assert [r["id"] for r in split(rows, 400, seed=1)[0]] != [r["id"] for r in train]
-    from aworld_train.dataset import load_tasks
+    from aworld_train.inputs.dataset import load_tasks
 
     tasks = load_tasks(train[:3])
     assert tasks[0].id == train[0]["id"] and tasks[0].user_turns == train[0]["prompt"]
@@ -70,9 +70,9 @@ def test_rows_and_the_seeded_split():
 def test_verl_rows_keep_the_entry_id_the_server_and_reward_need(tmp_path):
     import pyarrow.parquet as pq
 
-    from aworld_train.dataset import load_tasks
     from aworld_train.engines.verl.loop import task_from_row
     from aworld_train.engines.verl.render import write_parquet
+    from aworld_train.inputs.dataset import load_tasks
 
     rows = [r for r in build_rows(["miss_func"]) if r["id"] == MISS]
     write_parquet(load_tasks(rows), tmp_path / "train.parquet")
@@ -182,7 +182,7 @@ def test_format_reward_and_weights():
 
 
 def test_reward_kwargs_in_the_config():
-    from aworld_train.config import load_config
+    from aworld_train.inputs.config import load_config
 
     cfg = load_config(
         {"reward": {"fn": "aworld_train.rewards.bfcl:combined", "kwargs": {"weights": {"progress": 1}}}}
@@ -194,8 +194,8 @@ def test_reward_kwargs_in_the_config():
 def test_curriculum_configs_load_and_chain():
     from pathlib import Path
 
-    from aworld_train.config import load_config
-    from aworld_train.reward import RewardFunction
+    from aworld_train.inputs.config import load_config
+    from aworld_train.inputs.reward import RewardFunction
 
     root = Path(__file__).resolve().parents[1] / "examples" / "bfcl"
     stages = [load_config(root / f) for f in ("stage1_format.yaml", "stage2_base.yaml", "stage3_full.yaml")]

@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (pip install --no-deps)")
 
 from aworld_train.env.bfcl import catalog  # noqa: E402
-from aworld_train.reward import RewardFunction  # noqa: E402
+from aworld_train.inputs.reward import RewardFunction  # noqa: E402
 from aworld_train.rewards.bfcl_replay import bfcl_results, parse_call  # noqa: E402
-from aworld_train.rollout.batch import run_episodes  # noqa: E402
-from aworld_train.rollout.episode import Episode  # noqa: E402
-from aworld_train.rollout.policy import ScriptedPolicy  # noqa: E402
-from aworld_train.rollout.trajectory import Task  # noqa: E402
+from aworld_train.rollout.episodes.batch import run_episodes  # noqa: E402
+from aworld_train.rollout.episodes.episode import Episode  # noqa: E402
+from aworld_train.rollout.episodes.trajectory import Task  # noqa: E402
+from aworld_train.rollout.policies.client import ScriptedPolicy  # noqa: E402
 
 REWARD = RewardFunction.load("aworld_train.rewards.bfcl:checker")
 MISS = "multi_turn_miss_func_0"

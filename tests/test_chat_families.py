@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 import pytest
 from chat_families import ALL_CASES, CASES, Case, case_tokenizer, require_templates
 
-from aworld_train.models import stop_token_ids
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.episode import sampled_text, visible_text
-from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import Generation
-from aworld_train.rollout.tool_parser import ParsedCall
+from aworld_train.rollout.episodes.episode import sampled_text, visible_text
+from aworld_train.rollout.policies.client import Generation
+from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.ledger import TokenLedger
+from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.tool_parser import ParsedCall
 
 TOOLS = [
     {
@@ -407,7 +407,7 @@ def test_turn_ends_are_read_from_the_template():
 
 def test_a_dropped_tool_result_ends_the_episode_instead_of_training(tokenizers):
     """Phi-3.5's template renders no tool message: the ledger refuses the delta."""
-    from aworld_train.rollout.chat import ToolResultsLost
+    from aworld_train.rollout.tokens.chat import ToolResultsLost
 
     case = next(c for c in CASES if c.name == "microsoft-Phi-3.5-mini-instruct")
     tok = tokenizers.setdefault(case.name, case_tokenizer(case))

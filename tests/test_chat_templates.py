@@ -44,9 +44,9 @@ from typing import Any
 
 import pytest
 
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import Generation
+from aworld_train.rollout.policies.client import Generation
+from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.ledger import TokenLedger
 
 _TOOL_CALL_QWEN = (
     "{%- for c in m.tool_calls %}"

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-CLI = [sys.executable, "-m", "aworld_train.cli"]
+CLI = [sys.executable, "-m", "aworld_train.facade.cli"]
 
 
 def run(*args, timeout=600):

@@ -13,9 +13,9 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 import yaml  # noqa: E402
 from backend_support import trainer_for  # noqa: E402
 
-from aworld_train.config import load_config  # noqa: E402
+from aworld_train.core.errors import ConfigError  # noqa: E402
 from aworld_train.engines import node_servers  # noqa: E402
-from aworld_train.errors import ConfigError  # noqa: E402
+from aworld_train.inputs.config import load_config  # noqa: E402
 
 
 def cpu_config(tiny_model_dir, **trainer):

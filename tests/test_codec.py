@@ -8,7 +8,8 @@ import json
 import pytest
 
 from aworld_train.engines.local.learner import build_samples
-from aworld_train.rollout.codec import (
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.samples.codec import (
     TASK_FIELD,
     agent_units,
     chat_prompt,
@@ -17,8 +18,7 @@ from aworld_train.rollout.codec import (
     task_from_json,
     task_to_json,
 )
-from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.rollout.tokens.ledger import Segment
 
 TASKS = [
     Task(

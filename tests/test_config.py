@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aworld_train.config import TrainConfig, load_config, parse_override
-from aworld_train.errors import ConfigError
+from aworld_train.core.errors import ConfigError
+from aworld_train.inputs.config import TrainConfig, load_config, parse_override
 
 
 def test_defaults_match_the_design():

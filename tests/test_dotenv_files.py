@@ -30,8 +30,8 @@ def test_a_dotenv_beside_the_config_gives_the_agent_its_server(tmp_path, monkeyp
 
     import pytest
 
+    from aworld_train.core.errors import AworldTrainError
     from aworld_train.env.launcher import free_port
-    from aworld_train.errors import AworldTrainError
 
     def without_the_variable():
         monkeypatch.setenv("CALCULATOR_MCP_URL", "unset")
@@ -54,7 +54,7 @@ def test_a_dotenv_beside_the_config_gives_the_agent_its_server(tmp_path, monkeyp
 
 
 def test_the_environment_wins_then_the_working_folders_file(tmp_path, monkeypatch, calculator_server):
-    from aworld_train.dotenv_files import load_env_files
+    from aworld_train.inputs.dotenv_files import load_env_files
 
     for name in ("DOTENV_A", "DOTENV_B", "DOTENV_C"):
         monkeypatch.setenv(name, "unset")

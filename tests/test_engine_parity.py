@@ -22,12 +22,12 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.engines.local.learner import build_samples
     from aworld_train.engines.local.training import episode_notes
-    from aworld_train.models import stop_token_ids
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.policy import Generation, ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
-    from aworld_train.rollout.token_log import write_episodes
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
+    from aworld_train.rollout.samples.token_log import write_episodes
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     script = GroupScript(tokenizer)
 

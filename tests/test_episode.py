@@ -12,11 +12,11 @@ import pytest
 
 from aworld_train.aworld.agent_spec import AgentSpec
 from aworld_train.env.launcher import free_port, port_open
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.batch import run_episodes
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.batch import run_episodes
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 

@@ -3,9 +3,9 @@ rollout side; tests/test_gaia_agent.py shows the real gateway left with no sessi
 
 import time
 
+from aworld_train.core.protocol import release_url
 from aworld_train.env.launcher import free_port
-from aworld_train.protocol import release_url
-from aworld_train.rollout.release import release_on_servers, release_targets
+from aworld_train.rollout.episodes.release import release_on_servers, release_targets
 
 
 def test_the_release_url_replaces_the_mcp_segment():

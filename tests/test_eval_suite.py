@@ -15,13 +15,13 @@ import sys
 import pytest
 from fake_completions_server import FakeCompletionsServer
 
-from aworld_train.config import load_config
-from aworld_train.errors import ModelError
+from aworld_train.core.errors import ModelError
 from aworld_train.evaluation.report import EvalReport, pass_at_k
 from aworld_train.evaluation.suite import CheckpointResult, resolve_checkpoint, run_suite
-from aworld_train.rollout.completions_policy import CompletionsPolicy, PolicyServerError, parse_completion
-from aworld_train.rollout.policy import Generation, SamplingParams
-from aworld_train.rollout.trajectory import Trajectory
+from aworld_train.inputs.config import load_config
+from aworld_train.rollout.episodes.trajectory import Trajectory
+from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.completions import CompletionsPolicy, PolicyServerError, parse_completion
 
 CALC = "examples/calculator/grpo_local.yaml"
 
@@ -86,8 +86,8 @@ def test_tables_with_k1_do_not_repeat_pass_at_1(tmp_path):
 # -- the completions endpoint as policy ------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_policy(tiny_model_dir, tokenizer, stop_ids):
-    from aworld_train.models import load_model
-    from aworld_train.rollout.local_policy import LocalPolicy
+    from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.models import load_model
 
     return LocalPolicy(load_model(str(tiny_model_dir)), tokenizer, stop_ids)
 
@@ -167,8 +167,8 @@ def test_checkpoint_references(tmp_path, tiny_model_dir):
 
 def test_two_local_checkpoints_under_fixed_seeds(tmp_path, tiny_model_dir, calculator_spec):
     """Two copies of one model: the same seeds draw the same tokens, whatever the batches."""
-    from aworld_train.dataset import load_tasks
-    from aworld_train.reward import RewardFunction
+    from aworld_train.inputs.dataset import load_tasks
+    from aworld_train.inputs.reward import RewardFunction
 
     run = tmp_path / "run"
     shutil.copytree(tiny_model_dir, run / "checkpoints" / "step_000003")
@@ -227,7 +227,7 @@ def test_eval_command_k4_two_checkpoints_writes_table_and_plot(tmp_path, tokeniz
     server = FakeCompletionsServer(_scripted_answers(tokenizer, im_end), with_token_ids=True)
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "aworld_train.cli", "eval", CALC, "data.max_test=4",
+            [sys.executable, "-m", "aworld_train.facade.cli", "eval", CALC, "data.max_test=4",
              f"trainer.run_dir={tmp_path}", "--k", "4", "--seeds", "0", "1",
              "--checkpoints", "solver", "guesser", "--policy-url", server.url],
             capture_output=True, text=True, timeout=600,

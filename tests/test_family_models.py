@@ -24,11 +24,11 @@ import torch
 from chat_families import ALL_CASES, ROOT, Case, case_tokenizer, write_model_files
 
 from aworld_train import AgentTrainer
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.local_policy import LocalPolicy
-from aworld_train.rollout.policy import Generation
-from aworld_train.rollout.tool_parser import parse_tool_calls, parser_names
+from aworld_train.core.errors import ConfigError
+from aworld_train.rollout.policies.client import Generation
+from aworld_train.rollout.policies.local import LocalPolicy
+from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.tool_parser import parse_tool_calls, parser_names
 
 ROWS = [{"prompt": "What is 3 + 1?", "ground_truth": 4}]
 # what each family's model writes: (tool-call turn, its stop token), (answer turn, its stop token),
@@ -223,7 +223,7 @@ def test_check_names_the_family_parser_and_stop_ids_and_fails_on_a_lossy_templat
 
     def check(model):
         return subprocess.run(
-            [sys.executable, "-m", "aworld_train.cli", "check", "examples/calculator/grpo_local.yaml"]
+            [sys.executable, "-m", "aworld_train.facade.cli", "check", "examples/calculator/grpo_local.yaml"]
             + [f"model={model}", "rollout.tool_parser=auto", f"trainer.run_dir={tmp_path / 'run'}"],
             capture_output=True,
             text=True,
@@ -245,7 +245,7 @@ def test_check_names_the_family_parser_and_stop_ids_and_fails_on_a_lossy_templat
 
 
 def test_check_fails_on_a_template_whose_calls_no_parser_reads(tmp_path, unreadable_folder, capsys):
-    from aworld_train.cli import main
+    from aworld_train.facade.cli import main
 
     args = [f"model={unreadable_folder}", "rollout.tool_parser=auto", f"trainer.run_dir={tmp_path / 'run'}"]
     assert main(["check", str(ROOT / "examples/calculator/grpo_local.yaml"), *args]) == 2

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from aworld_train.dataset import load_tasks
 from aworld_train.env.four_tools import tools
-from aworld_train.reward import RewardFunction
+from aworld_train.inputs.dataset import load_tasks
+from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rewards.four_tools import parts, turn_answers
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 REWARD = RewardFunction.load("aworld_train.rewards.four_tools:five_part_reward")
 

@@ -8,11 +8,11 @@ from gaia_support import SAMPLE, TOKEN, scripted_gaia_model, standard_servers, s
 
 from aworld_train.agents.gaia_client import get_agent_tool_env_and_servers
 from aworld_train.aworld.specs import load_agent_spec
+from aworld_train.core.errors import DatasetError
 from aworld_train.env.gaia.data import load_gaia
-from aworld_train.errors import DatasetError
 from aworld_train.evaluation.report import evaluate
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 
 def _render(trainer):
@@ -66,7 +66,7 @@ def gateway(tmp_path_factory):
 
 async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer, im_end, make_runner):
     from aworld_train.agents.gaia import build_agent
-    from aworld_train.dataset import load_tasks
+    from aworld_train.inputs.dataset import load_tasks
 
     spec = load_agent_spec(build_agent(url=gateway.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
@@ -96,7 +96,7 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
 
 
 def test_the_gaia_example_renders_for_verl_on_cpu(tmp_path):
-    from aworld_train.trainer import AgentTrainer
+    from aworld_train.facade.trainer import AgentTrainer
 
     example = SAMPLE.parents[2]
     trainer = AgentTrainer(

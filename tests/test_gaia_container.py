@@ -62,11 +62,11 @@ def test_the_compose_files_limits_are_in_force(container):
 async def test_the_gaia_agent_runs_episodes_through_the_container(container, tokenizer, im_end, make_runner):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.dataset import load_tasks
     from aworld_train.env.gaia.data import load_gaia
     from aworld_train.evaluation.report import evaluate
-    from aworld_train.reward import RewardFunction
-    from aworld_train.rollout.policy import ScriptedPolicy
+    from aworld_train.inputs.dataset import load_tasks
+    from aworld_train.inputs.reward import RewardFunction
+    from aworld_train.rollout.policies.client import ScriptedPolicy
 
     spec = load_agent_spec(build_agent(url=container.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
@@ -196,11 +196,12 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     from aworld_train import AgentTrainer
     from aworld_train.agents.gaia import build_agent
     from aworld_train.env.gaia.data import load_gaia
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout.batch import run_episodes
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.policy import ScriptedPolicy
-    from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     model = tiny_model(tmp_path / "tiny")
     run_dir = tmp_path / "run"

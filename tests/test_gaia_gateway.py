@@ -9,8 +9,8 @@ import httpx
 import pytest
 from gaia_support import call_tool, list_tool_names, standard_servers, start_gateway, text_of
 
+from aworld_train.core.errors import ConfigError
 from aworld_train.env.gaia.settings import GatewaySettings
-from aworld_train.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

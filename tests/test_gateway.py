@@ -18,12 +18,12 @@ from openai import AsyncOpenAI, BadRequestError
 
 from aworld_train.agents.calculator import FEW_SHOT, mcp_config
 from aworld_train.aworld.specs import load_agent_spec
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import Episode
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.gateway.process_agent import ProcessAgent
 from aworld_train.rollout.gateway.server import gateway
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "calculator_gateway"
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
@@ -317,8 +317,8 @@ async def test_an_agent_process_that_dies_ends_its_episode_with_its_exit_code_an
 
 
 def test_a_process_agent_round_trips_through_its_yaml_and_a_missing_program_is_refused(tmp_path):
-    from aworld_train.errors import AgentSpecError
-    from aworld_train.trainer import _check_rebuild
+    from aworld_train.core.errors import AgentSpecError
+    from aworld_train.facade.trainer import _check_rebuild
 
     agent = process_agent("sdk_agent.py", "http://127.0.0.1:1/mcp")
     again = load_agent_spec(str(agent.write(tmp_path / "agent_spec.yaml")))
@@ -333,7 +333,7 @@ def test_a_process_agent_round_trips_through_its_yaml_and_a_missing_program_is_r
 async def test_concurrent_episodes_share_one_agent_process(
     calculator_server, tokenizer, im_end, make_runtime
 ):
-    from aworld_train.rollout.batch import run_episodes
+    from aworld_train.rollout.episodes.batch import run_episodes
     from aworld_train.rollout.gateway.process_agent import agent_process
 
     agent = process_agent("sdk_agent.py", calculator_server.url).model_copy(update={"name": "shared"})

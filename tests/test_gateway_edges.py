@@ -16,11 +16,11 @@ import pytest
 from gateway_support import SDKAgent
 from openai import APIStatusError, AsyncOpenAI
 
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.episode import Episode
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.gateway.server import Gateway, advertised_host, gateway
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
+from aworld_train.rollout.tokens.chat import ChatRenderer
 
 
 def tagged_policy(tokenizer, im_end) -> ScriptedPolicy:
@@ -263,7 +263,7 @@ async def test_a_body_that_never_arrives_is_answered_408():
 
 async def test_a_long_prompt_is_tokenized_off_the_episodes_loop(tokenizer, im_end, make_runtime, monkeypatch):
     """Tokenizing a long prompt takes a while: the loop the episodes share goes on meanwhile."""
-    from aworld_train.rollout import ledger as ledger_module
+    from aworld_train.rollout.tokens import ledger as ledger_module
 
     threads: list[tuple[int, bool]] = []
     render = ledger_module.TokenLedger.prompt
@@ -347,7 +347,7 @@ class InProcess:
         self.body = body
 
     def roles(self):
-        from aworld_train.rollout.driver import AgentRole
+        from aworld_train.rollout.episodes.driver import AgentRole
 
         return [AgentRole("inside")]
 

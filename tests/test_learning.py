@@ -5,12 +5,12 @@ import asyncio
 import pytest
 import torch
 
-from aworld_train.config import AlgorithmConfig
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
-from aworld_train.models import load_model
-from aworld_train.rollout.local_policy import LocalPolicy
-from aworld_train.rollout.policy import SamplingParams
-from aworld_train.rollout.single_turn import sample_groups
+from aworld_train.inputs.config import AlgorithmConfig
+from aworld_train.rollout.episodes.single_turn import sample_groups
+from aworld_train.rollout.policies.client import SamplingParams
+from aworld_train.rollout.policies.local import LocalPolicy
+from aworld_train.rollout.policies.models import load_model
 
 
 def test_reward_rises_on_a_token_choice_task(tiny_model_dir, tokenizer, stop_ids):

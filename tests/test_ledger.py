@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.ledger import TokenLedger
-from aworld_train.rollout.policy import Generation
+from aworld_train.rollout.policies.client import Generation
+from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.ledger import TokenLedger
 
 # A Qwen2.5-style template written for these tests: tools listed in the system
 # turn, tool calls as <tool_call> JSON, consecutive tool results grouped into one

@@ -153,7 +153,7 @@ def test_resume_continues_from_the_latest_checkpoint(trained, tmp_path, tiny_mod
 
 def test_a_reward_that_fails_on_every_episode_stops_the_run_at_that_step(tmp_path, tiny_model_dir):
     """A reward that is NaN everywhere: before, the run printed reward 0 and exited 0."""
-    from aworld_train.errors import RunCannotLearn
+    from aworld_train.core.errors import RunCannotLearn
 
     cfg = config(tmp_path, tiny_model_dir, 6)
     cfg["reward"] = {"fn": "reward_fixtures:always_nan"}
@@ -174,7 +174,7 @@ def test_a_run_that_trained_on_nothing_fails_however_short_and_a_pipe_sees_each_
 ):
     """One step, its every episode failed, no streak limit to reach: the run still fails (exit 1
     from the CLI). Into a pipe (pytest's capture is no terminal) each step is one plain line."""
-    from aworld_train.errors import RunCannotLearn
+    from aworld_train.core.errors import RunCannotLearn
 
     cfg = config(tmp_path, tiny_model_dir, 1)
     cfg["reward"] = {"fn": "reward_fixtures:returns_text"}
@@ -189,9 +189,9 @@ def test_a_run_that_trained_on_nothing_fails_however_short_and_a_pipe_sees_each_
 
 
 def test_only_steps_that_all_fail_for_one_cause_count():
-    from aworld_train.errors import RunCannotLearn
-    from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
-    from aworld_train.rollout.trajectory import Trajectory
+    from aworld_train.core.errors import RunCannotLearn
+    from aworld_train.rollout.episodes.trajectory import Trajectory
+    from aworld_train.rollout.samples.failure_streak import FailureStreak, TrainedSoFar
 
     def step(*statuses):
         return [Trajectory(f"e{i}", "t", status=s, error=f"{s} here") for i, s in enumerate(statuses)]

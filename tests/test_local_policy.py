@@ -5,9 +5,9 @@ import asyncio
 import pytest
 import torch
 
-from aworld_train.models import load_model
-from aworld_train.rollout.local_policy import LocalPolicy
-from aworld_train.rollout.policy import SamplingParams
+from aworld_train.rollout.policies.client import SamplingParams
+from aworld_train.rollout.policies.local import LocalPolicy
+from aworld_train.rollout.policies.models import load_model
 
 
 @pytest.fixture(scope="module")

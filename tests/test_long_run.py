@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from aworld_train.aworld import provider
-from aworld_train.aworld.runtime import registry_sizes
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import Generation, SamplingParams, ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.aworld.framework import registry_sizes
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import Generation, SamplingParams, ScriptedPolicy
 
 
 class BatchPolicy:

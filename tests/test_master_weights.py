@@ -2,10 +2,10 @@
 
 import torch
 
-from aworld_train.config import AlgorithmConfig
 from aworld_train.engines.local import master_weights
 from aworld_train.engines.local.learner import GRPOLearner, Sample
-from aworld_train.models import load_model
+from aworld_train.inputs.config import AlgorithmConfig
+from aworld_train.rollout.policies.models import load_model
 
 
 def _samples(tokenizer) -> list[Sample]:

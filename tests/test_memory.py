@@ -5,10 +5,10 @@ import os
 import pytest
 import torch
 
-from aworld_train.config import AlgorithmConfig
 from aworld_train.engines.local.grpo import chunked_token_logprobs, policy_loss, token_logprobs
 from aworld_train.engines.local.learner import GRPOLearner, Sample, _collate
-from aworld_train.models import load_model
+from aworld_train.inputs.config import AlgorithmConfig
+from aworld_train.rollout.policies.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_learner_loss_and_gradients_equal_the_plain_computation(model, tokenizer
 
 
 def test_a_cpu_model_bounds_onednns_kernel_cache_unless_the_user_did(tiny_model_dir, monkeypatch):
-    from aworld_train.models import ONEDNN_CACHE_VARIABLE
+    from aworld_train.rollout.policies.models import ONEDNN_CACHE_VARIABLE
 
     monkeypatch.delenv(ONEDNN_CACHE_VARIABLE, raising=False)
     load_model(str(tiny_model_dir), dtype=torch.float32, device="cpu")

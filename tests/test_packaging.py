@@ -41,9 +41,9 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
         "aworld_train/engines/__init__.py",
         "aworld_train/engines/verl/loop.py",
         "aworld_train/engines/areal/fields.json",
-        "aworld_train/rollout/codec.py",
+        "aworld_train/rollout/samples/codec.py",
         "aworld_train/aworld/patches.py",
-        "aworld_train/protocol.py",
+        "aworld_train/core/protocol.py",
         # the viewer's page: served from the installed package, nothing built or fetched
         "aworld_train/viewer/static/index.html",
         "aworld_train/viewer/static/app.js",
@@ -62,7 +62,7 @@ def test_wheel_maps_every_folder_under_aworld_train(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.startswith("aworld_train-")}
     assert tops == {"aworld_train"}, tops  # no top-level train/, agents/, examples/ or tests/
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "aworld-train = aworld_train.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "aworld-train = aworld_train.facade.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_installed_package_imports_from_the_mapped_folders():

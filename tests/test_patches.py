@@ -73,7 +73,7 @@ def test_the_fingerprint_is_inspect_getsource_of_the_unpatched_object():
     import importlib
     import inspect
 
-    import aworld_train.aworld.runtime  # noqa: F401  (AWorld's modules import in its order only)
+    import aworld_train.aworld.framework  # noqa: F401  (AWorld's modules import in its order only)
 
     state_manager = importlib.import_module("aworld.runners.state_manager")
     from loguru._file_sink import FileSink

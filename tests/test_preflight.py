@@ -15,7 +15,7 @@ CALCULATOR = "examples/calculator/grpo_local.yaml"
 
 def check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "aworld_train.cli", "check", *args],
+        [sys.executable, "-m", "aworld_train.facade.cli", "check", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 import reward_fixtures as fx
 
-from aworld_train.errors import RewardError
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.trajectory import Task, ToolCallRecord, Trajectory
+from aworld_train.core.errors import RewardError
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.trajectory import Task, ToolCallRecord, Trajectory
 
 
 def traj(answer="The answer is 5.", calls=1):

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.batch import run_episodes
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.batch import run_episodes
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 
@@ -88,7 +88,7 @@ def test_workers_start_without_rerunning_the_parents_main():
     import sys
     from multiprocessing import spawn
 
-    from aworld_train.rollout.workers import _main_left_alone
+    from aworld_train.rollout.episodes.workers import _main_left_alone
 
     main = sys.modules["__main__"]
     before = (getattr(main, "__spec__", None), getattr(main, "__file__", None))

@@ -8,15 +8,15 @@ import json
 import pytest
 import torch
 
-from aworld_train.config import load_config
-from aworld_train.errors import ConfigError, DatasetError
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.sft_data import (
+from aworld_train.core.errors import ConfigError, DatasetError
+from aworld_train.inputs.config import load_config
+from aworld_train.rollout.samples.sft_data import (
     conversation_messages,
     conversation_samples,
     load_sft_data,
     trajectory_samples,
 )
+from aworld_train.rollout.tokens.chat import ChatRenderer
 
 AGENTGYM = {
     "item_id": "textcraft_3",
@@ -134,8 +134,8 @@ def test_sft_config_refuses_unknown_keys():
 
 def test_loss_is_the_mean_over_assistant_targets_only(tiny_model_dir):
     from aworld_train.engines.local.sft import collate, token_nll
-    from aworld_train.models import load_model
-    from aworld_train.rollout.sft_data import SFTSample
+    from aworld_train.rollout.policies.models import load_model
+    from aworld_train.rollout.samples.sft_data import SFTSample
 
     model = load_model(str(tiny_model_dir), dtype=torch.float32)
     sample = SFTSample([5, 6, 7, 8, 9, 10], [0, 0, 0, 1, 1, 0])
@@ -151,7 +151,7 @@ def test_loss_is_the_mean_over_assistant_targets_only(tiny_model_dir):
 @pytest.fixture(scope="module")
 def sft_run(tmp_path_factory, tiny_model_dir):
     """One short local SFT run on the tiny model, shared by the assertions below."""
-    from aworld_train.sft import run_sft
+    from aworld_train.facade.sft import run_sft
 
     folder = tmp_path_factory.mktemp("sft")
     data = folder / "agentgym.jsonl"
@@ -175,7 +175,7 @@ def test_local_sft_learns_and_writes_a_grpo_model(sft_run):
     assert result["steps"] == 12 and result["loss_last"] < 0.5 * result["loss_first"]
     checkpoint = result["checkpoint"]
     cfg = load_config("examples/calculator/grpo_local.yaml", [f"model={checkpoint}"])
-    from aworld_train.models import check_model, load_model, load_tokenizer
+    from aworld_train.rollout.policies.models import check_model, load_model, load_tokenizer
 
     assert check_model(cfg.model) and load_model(cfg.model) is not None
     assert load_tokenizer(cfg.model).eos_token == "<|im_end|>"
@@ -191,7 +191,7 @@ def test_verl_render_is_accepted_by_verl(tmp_path, tiny_model_dir, tokenizer):
     from verl.trainer.sft_trainer import create_sft_dataset
     from verl.utils.config import omega_conf_to_dataclass
 
-    from aworld_train.sft import build_samples, run_sft
+    from aworld_train.facade.sft import build_samples, run_sft
 
     data = tmp_path / "agentgym.json"
     data.write_text(json.dumps([AGENTGYM, {**AGENTGYM, "item_id": "textcraft_4"}]))

@@ -111,13 +111,14 @@ def test_no_import_cycle_at_any_level():
 
 
 def test_the_rollout_core_imports_neither_aworld_nor_the_config():
-    """Episodes, ledger, statuses and codec reach an agent only through rollout/driver.py."""
+    """Episodes, ledger, statuses and codec reach an agent only through rollout/episodes/driver.py."""
     offenders = {
         m: sorted(
             n
             for n in _imports(p, module_level_only=False, type_checking=True)
             | _imports(p, module_level_only=False, type_checking=True, prefix="aworld")
-            if n in ("aworld_train.config", "aworld") or n.startswith(("aworld_train.aworld", "aworld."))
+            if n in ("aworld_train.inputs.config", "aworld")
+            or n.startswith(("aworld_train.aworld", "aworld."))
         )
         for m, p in _modules().items()
         if m.startswith("aworld_train.rollout")
@@ -128,19 +129,17 @@ def test_the_rollout_core_imports_neither_aworld_nor_the_config():
 # the layers of docs/ARCHITECTURE.md, top to bottom: a module imports only its own layer and those
 # below (the longest prefix names a module's layer; `aworld_train` alone is the facade's package)
 LAYERS = (
-    ("facade", ("aworld_train", "aworld_train.trainer", "aworld_train.cli", "aworld_train.sft",
-                "aworld_train.viewer")),
+    ("facade", ("aworld_train", "aworld_train.facade", "aworld_train.viewer")),
     ("engines", ("aworld_train.engines",)),
     ("checks and evaluation", ("aworld_train.prerun", "aworld_train.evaluation")),
-    ("config", ("aworld_train.config", "aworld_train.dataset", "aworld_train.reward", "aworld_train.dotenv_files",
-                "aworld_train.engines.base", "aworld_train.engines.registry", "aworld_train.agents",
-                "aworld_train.rewards")),
+    ("inputs", ("aworld_train.inputs", "aworld_train.agents", "aworld_train.rewards")),
     ("AWorld layer", ("aworld_train.aworld",)),
-    ("rollout core", ("aworld_train.rollout", "aworld_train.models")),
+    ("rollout core", ("aworld_train.rollout",)),
     ("tool servers", ("aworld_train.env",)),
-    ("ground floor", ("aworld_train.protocol", "aworld_train.errors", "aworld_train.paths", "aworld_train.validation",
-                      "aworld_train.atomic_files")),
-)  # fmt: skip
+    ("ground floor", ("aworld_train.core",)),
+)
+# the rollout core's own floors, top to bottom (rollout/__init__.py and gateway/ on top)
+ROLLOUT_FLOORS = ("gateway", "samples", "episodes", "tokens", "policies")
 
 
 def _layer(module: str) -> int:
@@ -164,8 +163,33 @@ def test_imports_go_down_the_layers_only():
     assert not upward, "\n".join(sorted(upward))
 
 
-def test_env_imports_only_the_protocol_layer():
-    allowed = ("aworld_train.env", "aworld_train.protocol", "aworld_train.errors")
+def test_every_module_has_a_home():
+    """No flat module beside the homes: the folder list reads as the layers."""
+    homes = {prefix for _, prefixes in LAYERS for prefix in prefixes}
+    flat = [m for m in _modules() if m.count(".") == 1 and m not in homes]
+    assert not flat, flat
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    return ROLLOUT_FLOORS.index(parts[2]) if len(parts) > 2 and parts[2] in ROLLOUT_FLOORS else 0
+
+
+def test_the_rollout_floors_import_downwards():
+    """policies (the client seam) < tokens (templates, calls, ledger) < episodes < samples < gateway."""
+    modules = _modules()
+    upward = [
+        f"{m} imports {n}"
+        for m, p in modules.items()
+        if m.startswith("aworld_train.rollout.")
+        for n in _resolve(_imports(p, module_level_only=False, type_checking=True), modules)
+        if n.startswith("aworld_train.rollout.") and _floor(n) < _floor(m)
+    ]
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_env_imports_only_the_ground_floor():
+    allowed = ("aworld_train.env", "aworld_train.core")
     offenders = {
         m: sorted(n for n in _imports(p, module_level_only=False) if not n.startswith(allowed))
         for m, p in _modules().items()
@@ -179,7 +203,7 @@ def test_engines_never_import_the_facade():
         m: sorted(
             n
             for n in _imports(p, module_level_only=False)
-            if n.startswith(("aworld_train.trainer", "aworld_train.cli"))
+            if n.startswith(("aworld_train.facade.trainer", "aworld_train.facade.cli"))
         )
         for m, p in _modules().items()
         if m.startswith(("aworld_train.engines", "aworld_train.rollout", "aworld_train.aworld"))
@@ -196,31 +220,36 @@ def test_only_the_cli_imports_the_viewer():
             if n.startswith("aworld_train.viewer")
         )
         for m, p in _modules().items()
-        if not m.startswith(("aworld_train.viewer", "aworld_train.cli"))
+        if not m.startswith(("aworld_train.viewer", "aworld_train.facade.cli"))
     }
     assert not {m: n for m, n in offenders.items() if n}, offenders
 
 
 def test_protocol_is_the_ground_floor():
-    assert _imports(ROOT / "train" / "protocol.py", module_level_only=False) == set()
+    assert _imports(ROOT / "train" / "core" / "protocol.py", module_level_only=False) == set()
 
 
 def test_structure_checks_can_fail(tmp_path):
     """The import scanner sees function-local imports, and ignores TYPE_CHECKING ones."""
     source = tmp_path / "m.py"
     source.write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aworld_train.trainer import X\n"
-        "def f():\n    from aworld_train.rollout import episode\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aworld_train.facade.trainer import X\n"
+        "def f():\n    from aworld_train.rollout.episodes import episode\n"
     )
     assert _imports(source, module_level_only=False) == {
-        "aworld_train.rollout",
-        "aworld_train.rollout.episode",
+        "aworld_train.rollout.episodes",
+        "aworld_train.rollout.episodes.episode",
     }
     assert _imports(source, module_level_only=True) == set()
-    assert "aworld_train.trainer" in _imports(source, module_level_only=False, type_checking=True)
+    assert "aworld_train.facade.trainer" in _imports(source, module_level_only=False, type_checking=True)
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert (
-        _layer("aworld_train.engines.base")
+        _layer("aworld_train.inputs.run")
         > _layer("aworld_train.engines.verl.render")
         > _layer("aworld_train")
+    )
+    assert (
+        _floor("aworld_train.rollout.policies.local")
+        > _floor("aworld_train.rollout.tokens.ledger")
+        > _floor("aworld_train.rollout.gateway.server")
     )

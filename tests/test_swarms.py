@@ -11,17 +11,17 @@ import yaml
 from fake_completions_server import serve_json
 
 from aworld_train.agents.calculator import mcp_config
-from aworld_train.aworld.runtime import SWARM_CLASSES, Agent, AgentConfig
+from aworld_train.aworld.framework import SWARM_CLASSES, Agent, AgentConfig
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.aworld.swarm_spec import SwarmSpec
+from aworld_train.core.errors import AgentSpecError, ConfigError
 from aworld_train.engines.local.learner import build_samples
-from aworld_train.errors import AgentSpecError, ConfigError
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.chat import content_text
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.client import ScriptedPolicy
+from aworld_train.rollout.tokens.chat import content_text
+from aworld_train.rollout.tokens.ledger import Segment
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 PLANNER, SOLVER = "You plan.", "You compute with the calculator."

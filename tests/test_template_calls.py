@@ -1,4 +1,4 @@
-"""Tool calls read from the chat template (`rollout/call_format.py`, `rollout/frame_derivation.py`):
+"""Tool calls read from the chat template (`rollout/tokens/call_format.py`, `rollout/tokens/frame_derivation.py`):
 over every template of the collection `auto` reads the template's own calls or refuses it up
 front; the derived parser reads typed arguments as the hand-written parsers do; at run time a turn
 that writes the template's call marker but reads as no call is malformed, never an answer.
@@ -16,16 +16,16 @@ import os
 import pytest
 from chat_families import CASES, TEMPLATES, case_tokenizer, require_templates, vocab_tokenizer
 
-from aworld_train.models import stop_token_ids
-from aworld_train.rollout.chat import ChatRenderer, renderer_for
-from aworld_train.rollout.driver import AgentRole
-from aworld_train.rollout.episode import Episode, sampled_text
-from aworld_train.rollout.frame_derivation import ANSWER, turn_body
-from aworld_train.rollout.parsers.base import ParsedCall
-from aworld_train.rollout.policy import Generation, ScriptedPolicy
-from aworld_train.rollout.runtime import RolloutRuntime
-from aworld_train.rollout.settings import RolloutConfig
-from aworld_train.rollout.trajectory import Task
+from aworld_train.rollout.episodes.driver import AgentRole
+from aworld_train.rollout.episodes.episode import Episode, sampled_text
+from aworld_train.rollout.episodes.runtime import RolloutRuntime
+from aworld_train.rollout.episodes.settings import RolloutSettings
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
+from aworld_train.rollout.tokens.chat import ChatRenderer, renderer_for
+from aworld_train.rollout.tokens.frame_derivation import ANSWER, turn_body
+from aworld_train.rollout.tokens.parsers.base import ParsedCall
+from aworld_train.rollout.tokens.stops import stop_token_ids
 
 WEATHER = {
     "type": "function",
@@ -198,7 +198,7 @@ class _Run:
 
 
 async def _episode(tok, texts: list[str], stop: str):
-    cfg = RolloutConfig(tool_block="never")
+    cfg = RolloutSettings(tool_block="never")
     policy = ScriptedPolicy(tok, texts, tok.convert_tokens_to_ids(stop))
     runtime = RolloutRuntime(policy, renderer_for(tok, cfg), stop_token_ids(tok), cfg)
     return await Episode(_Agent(), Task("t", ["Weather in Lyon?"]), runtime).run()

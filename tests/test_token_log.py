@@ -1,4 +1,4 @@
-"""The run folder's token files (rollout/token_log.py): what an episode's row keeps, that a value an
+"""The run folder's token files (rollout/samples/token_log.py): what an episode's row keeps, that a value an
 engine does not know is null (never 0), that a reader never meets half a file, and how verl's
 agent-loop workers write a prompt group's episodes."""
 
@@ -9,14 +9,14 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.token_log import (
+from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.samples.token_log import (
     FORMAT_VERSION,
     EpisodeNotes,
     episode_row,
     write_episodes,
 )
-from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.tokens.ledger import Segment
 
 
 def team_episode() -> Trajectory:
@@ -114,7 +114,7 @@ def test_a_part_file_appears_whole_and_reads_back(tmp_path):
 
 
 def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
-    import aworld_train.rollout.token_log as token_log
+    import aworld_train.rollout.samples.token_log as token_log
 
     def broken(table, where, **kwargs):
         open(where, "wb").write(b"PAR1 half")

@@ -9,14 +9,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from aworld_train.cli import main as cli
-from aworld_train.dataset import load_tasks
 from aworld_train.env.toolbench import catalog
 from aworld_train.env.toolbench.virtual import answer_from_cache, cache_file, request_body
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.batch import run_episodes
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.facade.cli import main as cli
+from aworld_train.inputs.dataset import load_tasks
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.batch import run_episodes
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 SAMPLE = Path(__file__).parents[1] / "examples" / "toolbench"
 QUERIES = SAMPLE / "G1_sample.json"
@@ -316,15 +316,15 @@ def test_native_verl_reward_model_weights_reach_the_reward(servers, tmp_path):
     loop = yaml.safe_load((run.folder / "agent_loop.yaml").read_text())
     assert json.dumps(loop).count('"error_penalty": -0.7') == 1  # our loop passes them to the reward
     # the same key in reward.kwargs with another value is a contradiction
-    from aworld_train.errors import ConfigError
+    from aworld_train.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"error_penalty \(-1.0 vs -0.5\)"):
         native_trainer(servers, tmp_path, ["reward.kwargs.error_penalty=-1.0"])
 
 
 def test_a_literal_key_in_a_server_env_is_refused():
-    from aworld_train.config import load_config
-    from aworld_train.errors import ConfigError
+    from aworld_train.core.errors import ConfigError
+    from aworld_train.inputs.config import load_config
 
     with pytest.raises(ConfigError, match=r"env.TOOLBENCH_KEY holds a literal secret"):
         load_config({"env": [{"name": "toolbench", "env": {"TOOLBENCH_KEY": "abc123"}}]})

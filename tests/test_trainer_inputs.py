@@ -7,7 +7,7 @@ import reward_fixtures as fx
 
 from aworld_train import AgentTrainer
 from aworld_train.aworld.agent_spec import AgentSpec
-from aworld_train.errors import AgentSpecError, ConfigError, DatasetError, ModelError, RewardError
+from aworld_train.core.errors import AgentSpecError, ConfigError, DatasetError, ModelError, RewardError
 
 AGENT = "aworld_train.agents.calculator:build_agent"
 REWARD = "aworld_train.rewards.calculator:exact_answer"
@@ -107,10 +107,10 @@ def test_no_dataset_at_all():
 
 
 def test_a_config_naming_an_unreachable_server_is_refused_before_model_load(tmp_path, monkeypatch):
-    import aworld_train.trainer as trainer_module
+    import aworld_train.facade.trainer as trainer_module
     from aworld_train.agents.calculator import build_agent
+    from aworld_train.core.errors import ToolServerError
     from aworld_train.env.launcher import free_port
-    from aworld_train.errors import ToolServerError
 
     loaded = []
     monkeypatch.setattr(trainer_module, "check_model", lambda model: loaded.append(model))

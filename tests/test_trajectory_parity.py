@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 RECORDED = Path(__file__).parent / "data" / "calculator_trajectories.json"
 
@@ -75,13 +75,13 @@ async def record(spec, runtime_for) -> dict:
 
 @pytest.fixture
 def runtime_for(tokenizer, stop_ids):
-    from aworld_train.config import RolloutConfig
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.tokens.chat import ChatRenderer
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stop_ids[0])
-        return RolloutRuntime(policy, ChatRenderer(tokenizer), stop_ids, RolloutConfig())
+        return RolloutRuntime(policy, ChatRenderer(tokenizer), stop_ids, RolloutSettings())
 
     return make
 
@@ -103,18 +103,19 @@ def _write() -> None:  # pragma: no cover - run by hand
 
     from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.config import RolloutConfig
     from aworld_train.env.launcher import start_server
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.rollout.chat import ChatRenderer
-    from aworld_train.rollout.runtime import RolloutRuntime
+    from aworld_train.inputs.config import RolloutSettings
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stops[0])
-        return RolloutRuntime(policy, ChatRenderer(tokenizer), stops, RolloutConfig())
+        return RolloutRuntime(policy, ChatRenderer(tokenizer), stops, RolloutSettings())
 
     with start_server("calculator") as server:
         os.environ["CALCULATOR_MCP_URL"] = server.url

@@ -54,7 +54,7 @@ def test_check_names_the_clash_and_its_fix(trl_on_path, tmp_path, tiny_model_dir
     out = python(
         [
             "-m",
-            "aworld_train.cli",
+            "aworld_train.facade.cli",
             "check",
             "examples/calculator/grpo_verl_cpu.yaml",
             f"trainer.run_dir={tmp_path / 'run'}",

@@ -16,9 +16,9 @@ from backend_support import ROWS, calculator_reply, trainer_for  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from aworld_train import AgentTrainer  # noqa: E402
+from aworld_train.core.errors import ConfigError  # noqa: E402
 from aworld_train.engines.verl.render import verl_defaults  # noqa: E402
-from aworld_train.errors import ConfigError  # noqa: E402
-from aworld_train.rollout.codec import TASK_FIELD, task_from_json  # noqa: E402
+from aworld_train.rollout.samples.codec import TASK_FIELD, task_from_json  # noqa: E402
 
 GAIA_DIR = Path(__file__).resolve().parents[1] / "examples/train_gaia_with_aworld_verl"
 GAIA_EXAMPLE = GAIA_DIR / "grpo_trainer.yaml"
@@ -283,8 +283,8 @@ def test_each_call_stamps_its_tokens_with_the_version_verl_reports(tokenizer):
     """verl's server names the weight version of each call (`global_steps`); a call its partial
     rollout resumed on newer weights names only the span, so its tokens' versions are unknown."""
     from aworld_train.engines.verl.loop import VerlServerPolicy
-    from aworld_train.rollout.ledger import NO_VERSION
-    from aworld_train.rollout.policy import SamplingParams
+    from aworld_train.rollout.policies.client import SamplingParams
+    from aworld_train.rollout.tokens.ledger import NO_VERSION
 
     server = FakeLLMServerClient(tokenizer, lambda _: "hello")
     policy = VerlServerPolicy(server, {"temperature": 1.0})
@@ -453,9 +453,9 @@ def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, c
     path and last lines in the message. (The command itself is replaced: main_ppo needs GPUs.)"""
     import sys
 
-    from aworld_train import cli
+    from aworld_train.core.errors import EngineFailed
     from aworld_train.engines.verl import render as verl_render
-    from aworld_train.errors import EngineFailed
+    from aworld_train.facade import cli
     from aworld_train.prerun import checks as preflight
 
     # the preflight has its own test below; vLLM cannot be installed here
@@ -478,7 +478,7 @@ def test_a_failed_launch_is_an_error_that_names_the_log(tmp_path, monkeypatch, c
     assert "step:1 - reward 0.5" in capsys.readouterr().err
 
     monkeypatch.setattr(
-        "aworld_train.cli._trainer", lambda args: trainer_for(tmp_path / "cli", {"backend": "verl"})
+        "aworld_train.facade.cli._trainer", lambda args: trainer_for(tmp_path / "cli", {"backend": "verl"})
     )
     assert cli.main(["run", "unused.yaml"]) == 1
     err = capsys.readouterr().err

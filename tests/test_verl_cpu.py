@@ -13,7 +13,7 @@ pytest.importorskip("transfer_queue")
 
 from backend_support import trainer_for  # noqa: E402
 
-from aworld_train.errors import ConfigError  # noqa: E402
+from aworld_train.core.errors import ConfigError  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/calculator/grpo_verl_cpu.yaml"
 
@@ -95,7 +95,7 @@ def test_dapo_filtering_keeps_verls_own_replay_buffer(tmp_path, tiny_model_dir):
 
 def test_episode_metrics_count_failed_episodes_and_every_status():
     from aworld_train.engines.verl.episodes import episode_metrics
-    from aworld_train.rollout.trajectory import STATUSES
+    from aworld_train.rollout.episodes.trajectory import STATUSES
 
     tags = [
         {"status": "ok", "trained": True, "reward": 1.0},
@@ -234,7 +234,7 @@ def test_a_group_with_no_episode_to_train_is_replaced_and_counted(store):
 
 
 def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store):
-    from aworld_train.errors import RunCannotLearn
+    from aworld_train.core.errors import RunCannotLearn
 
     store.group("g0", ["malformed_tool_call", "malformed_tool_call"])
     refills = []
@@ -255,7 +255,7 @@ def test_a_policy_whose_every_group_fails_stops_the_run_with_the_statuses(store)
 def test_a_steps_worth_of_groups_whose_every_reward_failed_stops_the_run(store):
     """A reward that fails on every sample is broken code: no refill escapes it, so one step's worth
     of such groups in a row stops the run, long before trainer.stop_after_failed_steps."""
-    from aworld_train.errors import RunCannotLearn
+    from aworld_train.core.errors import RunCannotLearn
 
     store.group("g0", ["reward_error", "reward_error"])
     refills = []

@@ -12,14 +12,14 @@ import torch
 
 from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.evaluation.report import EvalReport
-from aworld_train.models import load_model
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.codec import episode_samples
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.ledger import NO_VERSION, Segment
-from aworld_train.rollout.local_policy import LocalPolicy
-from aworld_train.rollout.policy import Generation, SamplingParams, ScriptedPolicy
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.client import Generation, SamplingParams, ScriptedPolicy
+from aworld_train.rollout.policies.local import LocalPolicy
+from aworld_train.rollout.policies.models import load_model
+from aworld_train.rollout.samples.codec import episode_samples
+from aworld_train.rollout.tokens.ledger import NO_VERSION, Segment
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 CALL = '<tool_call>\n{"name": "calculate", "arguments": {"expression": "37 * 48"}}\n</tool_call>'

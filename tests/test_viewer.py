@@ -8,9 +8,9 @@ import json
 import pytest
 from test_token_log import team_episode
 
-from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.token_log import EpisodeNotes, write_episodes
-from aworld_train.rollout.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
+from aworld_train.rollout.samples.token_log import EpisodeNotes, write_episodes
+from aworld_train.rollout.tokens.ledger import Segment
 from aworld_train.viewer.drift import compare
 from aworld_train.viewer.views import Filters, compare_sets, groups_page
 
@@ -102,7 +102,7 @@ def test_the_routes_answer_json_and_name_what_is_missing(run):
 
 
 def test_view_refuses_what_is_not_a_run_folder_before_serving(tmp_path, capsys):
-    from aworld_train.cli import main
+    from aworld_train.facade.cli import main
 
     assert main(["view", str(tmp_path / "nowhere")]) == 2
     assert "RUN_DIR" in capsys.readouterr().err

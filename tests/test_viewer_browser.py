@@ -46,7 +46,7 @@ def folders(tiny_local_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(folders):
     process = subprocess.Popen(
-        [sys.executable, "-m", "aworld_train.cli", "view", str(folders["run"]), str(folders["growing"]),
+        [sys.executable, "-m", "aworld_train.facade.cli", "view", str(folders["run"]), str(folders["growing"]),
          str(folders["old"]), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -184,7 +184,7 @@ def test_two_evaluations_side_by_side(page, server, shots):
 
 
 def test_a_run_still_writing_shows_its_new_step(page, server, folders):
-    from aworld_train.rollout.token_log import write_part
+    from aworld_train.rollout.samples.token_log import write_part
 
     page.goto(server + "#/r/1")
     page.wait_for_selector("#steps tbody tr[data-set]")

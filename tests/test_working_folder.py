@@ -16,13 +16,14 @@ import asyncio, json, os, sys
 assert os.path.isdir("logs"), "AWorld no longer opens ./logs at import: this test checks nothing"
 from aworld_train.agents.calculator import build_agent
 from aworld_train.aworld.specs import load_agent_spec
-from aworld_train.config import RolloutConfig
-from aworld_train.models import load_tokenizer, stop_token_ids
-from aworld_train.rollout.chat import ChatRenderer
-from aworld_train.rollout.episode import Episode
-from aworld_train.rollout.runtime import RolloutRuntime
-from aworld_train.rollout.policy import ScriptedPolicy
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.config import RolloutSettings
+from aworld_train.rollout.policies.models import load_tokenizer
+from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.runtime import RolloutRuntime
+from aworld_train.rollout.policies.client import ScriptedPolicy
+from aworld_train.rollout.episodes.trajectory import Task
 
 
 class LostPolicy:
@@ -32,7 +33,7 @@ class LostPolicy:
 
 tokenizer = load_tokenizer("embedded:smollm2-135m")
 spec = load_agent_spec(build_agent(url=sys.argv[1]))
-cfg = RolloutConfig(tool_block="never", max_turns=2)
+cfg = RolloutSettings(tool_block="never", max_turns=2)
 renderer = ChatRenderer(tokenizer, tool_block="never")
 im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 ok = ScriptedPolicy(tokenizer, ["The answer is 4."], im_end)

@@ -63,7 +63,7 @@ def cpu_run(
     command = [
         python,
         "-m",
-        "aworld_train.cli",
+        "aworld_train.facade.cli",
         "run",
         str(ROOT / config),
         *overrides,

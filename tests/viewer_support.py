@@ -52,7 +52,7 @@ class PartlyScripted:
         return getattr(self.policy, name)
 
     async def generate(self, prompt_ids, sampling):
-        from aworld_train.rollout.policy import Generation
+        from aworld_train.rollout.policies.client import Generation
 
         text = self.tokenizer.decode(prompt_ids)
         question = text[text.rindex("What is") :].split("?")[0]

@@ -14,11 +14,11 @@ quiet_aworld_console()  # before a user's module imports AWorld, or after a scri
 def __getattr__(name: str):
     # Lazy: importing the package must not import AWorld or torch.
     if name == "AgentTrainer":
-        from aworld_train.trainer import AgentTrainer
+        from aworld_train.facade.trainer import AgentTrainer
 
         return AgentTrainer
     if name in ("TrainConfig", "load_config"):
-        from aworld_train import config
+        from aworld_train.inputs import config
 
         return getattr(config, name)
     raise AttributeError(name)

@@ -34,11 +34,11 @@ from mcp.server.fastmcp.exceptions import ToolError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from aworld_train.core.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH, SERVER_DOWN_MARK, TASK_HEADER
 from aworld_train.env.agentgym.client import AgentGymClient, EnvError, ServerDown, StepResult
 from aworld_train.env.agentgym.profiles import profile
 from aworld_train.env.agentgym.status import status_line
 from aworld_train.env.mcp_fixes import contain_session_errors, episode_keyed_settings
-from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH, SERVER_DOWN_MARK, TASK_HEADER
 
 ENV_VARIABLE = "AGENTGYM_ENV"
 SERVER_VARIABLE = "AGENTGYM_SERVER"

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aworld_train.errors import DatasetError
+from aworld_train.core.errors import DatasetError
 
 ASK_INSTRUCTION = "Call the instruction tool to read your task, then solve it with the act tool."
 _ACTION = re.compile(r"Action:\s*(.*?)\s*(?:\n|$)", re.S)

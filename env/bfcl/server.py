@@ -22,9 +22,9 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ContentBlock, TextContent
 from mcp.types import Tool as MCPTool
 
+from aworld_train.core.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
 from aworld_train.env.bfcl.catalog import UnknownEntry, input_schema
 from aworld_train.env.bfcl.state import ToolCallError, Worlds
-from aworld_train.protocol import EPISODE_HEADER, TASK_HEADER, TURN_HEADER
 
 HINTS_VARIABLE = "AWORLD_TRAIN_BFCL_HINTS"
 

@@ -9,9 +9,9 @@ Run: `aworld-train env up four-tools [--port N]`.
 
 from mcp.server.fastmcp import Context, FastMCP
 
+from aworld_train.core.protocol import TASK_HEADER
 from aworld_train.env.four_tools import tools
 from aworld_train.env.mcp_fixes import contain_session_errors, episode_keyed_settings
-from aworld_train.protocol import TASK_HEADER
 
 
 def _task_of(ctx: Context) -> str:

@@ -19,9 +19,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from aworld_train.core.protocol import EPISODE_HEADER
 from aworld_train.env.gaia.settings import ToolServer
 from aworld_train.env.launcher import RunningServer, _die_with_parent, free_port, wait_until_listening
-from aworld_train.protocol import EPISODE_HEADER
 
 # Servers the gateway runs answer statelessly in plain JSON: an episode's session to them is
 # then two requests to open and one per call, with no standing stream or server-side state

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aworld_train.errors import DatasetError
+from aworld_train.core.errors import DatasetError
 
 METADATA = "metadata.jsonl"
 REQUIRED = ("task_id", "Question", "Final answer")

@@ -55,12 +55,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
+from aworld_train.core.errors import ConfigError
+from aworld_train.core.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH
 from aworld_train.env.gaia.backends import Backend, BackendDown, BackendSession, StatelessSession
 from aworld_train.env.gaia.sandbox import ROOT_ENV, SALT_ENV, folder_name
 from aworld_train.env.gaia.settings import TOKEN_ENV, GatewaySettings, load_settings
 from aworld_train.env.mcp_fixes import contain_session_errors
-from aworld_train.errors import ConfigError
-from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH
 
 SERVERS_HEADER = "MCP_SERVERS"
 PREFIX_SEPARATOR = "__"

@@ -9,7 +9,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from aworld_train.errors import ConfigError
+from aworld_train.core.errors import ConfigError
 
 CONFIG_ENV = "GAIA_GATEWAY_CONFIG"
 TOKEN_ENV = "GAIA_GATEWAY_TOKEN"

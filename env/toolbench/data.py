@@ -15,8 +15,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from aworld_train.core.errors import DatasetError
 from aworld_train.env.toolbench.catalog import BadRecord, ToolBenchTask, api_list_json, parse_record
-from aworld_train.errors import DatasetError
 
 DATA_SOURCE = "toolbench"
 SYSTEM_PROMPT = (

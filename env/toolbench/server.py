@@ -32,8 +32,8 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import ContentBlock, TextContent
 from mcp.types import Tool as MCPTool
 
+from aworld_train.core.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH, SERVER_DOWN_MARK, TASK_HEADER
 from aworld_train.env.toolbench import catalog, virtual
-from aworld_train.protocol import EPISODE_HEADER, EPISODE_RELEASE_PATH, SERVER_DOWN_MARK, TASK_HEADER
 
 TASKS_VARIABLE = "AWORLD_TRAIN_TOOLBENCH_TASKS"
 URL_VARIABLE = "TOOLBENCH_SERVER_URL"

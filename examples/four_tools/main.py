@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aworld_train import AgentTrainer
 from aworld_train.agents.four_tools import build_agent
-from aworld_train.models import DTYPE_VARIABLE
+from aworld_train.rollout.policies.models import DTYPE_VARIABLE
 
 HERE = Path(__file__).parent
 

@@ -14,7 +14,7 @@ if [ -z "${MODEL:-}" ]; then
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv
 # One GPU: SGLang and the FSDP actor share it, SGLang holding a fraction of its memory.
-python -m aworld_train.cli run examples/calculator/grpo_areal.yaml \
+python -m aworld_train.facade.cli run examples/calculator/grpo_areal.yaml \
   "model=$MODEL" "trainer.run_dir=$RUN" trainer.steps=1 trainer.eval_every=0 trainer.save_every=0 \
   trainer.eval_before=false data.batch_size=4 areal.cluster.n_gpus_per_node=1
 grep -E "global_step|Train step|step 1" "$RUN/areal.log" | tail -3

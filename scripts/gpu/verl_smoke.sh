@@ -12,7 +12,7 @@ if [ -z "${MODEL:-}" ]; then
   MODEL=$(python scripts/gpu/make_tiny_model.py "${TMPDIR:-/tmp}/aworld-train-tiny-model")
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv
-python -m aworld_train.cli run examples/calculator/grpo_verl.yaml \
+python -m aworld_train.facade.cli run examples/calculator/grpo_verl.yaml \
   "model=$MODEL" "trainer.run_dir=$RUN" trainer.steps=1 trainer.eval_every=0 trainer.save_every=0 \
   trainer.eval_before=false data.batch_size=4
 grep -E "step:1|training/global_step" "$RUN/verl.log" | tail -3

@@ -143,7 +143,7 @@ def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, t
 def test_a_task_runs_its_group_and_gets_group_normalised_rewards(areal_run, tokenizer):
     """AReaL asks once per task; the workflow runs the group and returns one padded batch whose
     rewards are GRPO's advantages (AReaL's own normalisation is off)."""
-    from aworld_train.rollout.codec import group_advantages
+    from aworld_train.rollout.samples.codec import group_advantages
 
     workflow = workflow_like_areal(areal_run)
     replies = iter(["The answer is 9."] * 2 + [None] * 10)
@@ -165,7 +165,7 @@ def test_a_failed_episode_is_outside_its_groups_baseline(areal_run, tokenizer):
     advantages of the group without it; every episode's raw reward and status reach AReaL's stats."""
     from areal.utils import stats_tracker
 
-    from aworld_train.rollout.codec import group_advantages
+    from aworld_train.rollout.samples.codec import group_advantages
 
     calls = iter(range(100))
 
@@ -212,7 +212,7 @@ def test_failed_episode_carries_no_loss(areal_run, tokenizer):
 
 def test_engine_without_a_version_per_token_is_an_error(areal_run, tokenizer):
     from aworld_train.engines.areal.workflow import ArealEnginePolicy
-    from aworld_train.rollout.policy import SamplingParams
+    from aworld_train.rollout.policies.client import SamplingParams
 
     class NoVersions(FakeEngine):
         async def agenerate(self, req):
@@ -244,7 +244,7 @@ def test_areals_advantages_leave_a_failed_episode_out_of_its_group(tmp_path):
     from areal.utils.data import concat_padded_tensors
 
     from aworld_train.engines.areal.config_check import load
-    from aworld_train.rollout.codec import group_advantages
+    from aworld_train.rollout.samples.codec import group_advantages
 
     run = trainer_for(tmp_path, {"backend": "areal"}).render()
     config = load(run.config_path, [])
@@ -278,7 +278,7 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
     """The calculator pipeline (a planner, then the calculator agent): each episode gives one row per
     agent, each row is its agent's exact ledger with AReaL's versions, and GRPO compares a planner
     with the planners of the group, a calculator agent with the calculator agents."""
-    from aworld_train.rollout.codec import group_advantages
+    from aworld_train.rollout.samples.codec import group_advantages
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_turns": 4}}

@@ -22,7 +22,7 @@ def arm(point: str, at: int) -> None:
     import torch
 
     from aworld_train.engines.local import master_weights, training
-    from aworld_train.rollout import episode
+    from aworld_train.rollout.episodes import episode
 
     current = {"step": 0}
     train_step = training.LocalTraining.train_step
@@ -65,6 +65,6 @@ def arm(point: str, at: int) -> None:
 
 if __name__ == "__main__":
     arm(sys.argv[1], int(sys.argv[2]))
-    from aworld_train.cli import main
+    from aworld_train.facade.cli import main
 
     sys.exit(main(sys.argv[3:]))

@@ -22,9 +22,9 @@ from faults_support import (
 )
 
 from aworld_train import AgentTrainer
-from aworld_train.atomic_files import incomplete
+from aworld_train.core.atomic_files import incomplete
+from aworld_train.core.errors import RunStoppedByDisk
 from aworld_train.engines.local import training
-from aworld_train.errors import RunStoppedByDisk
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -12,7 +12,7 @@ import pytest
 from backend_support import trainer_for
 from faults_support import record
 
-from aworld_train.errors import ToolServerLost
+from aworld_train.core.errors import ToolServerLost
 
 ENGINE = """
 import os, signal, socket

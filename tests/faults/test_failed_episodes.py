@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from aworld_train.engines.local.learner import build_samples
-from aworld_train.rollout.ledger import Segment
-from aworld_train.rollout.trajectory import FAILED_STATUSES, Trajectory
+from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES, Trajectory
+from aworld_train.rollout.tokens.ledger import Segment
 
 
 def episode(status: str, reward: float | None) -> Trajectory:

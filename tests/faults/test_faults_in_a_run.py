@@ -41,9 +41,9 @@ from faults_support import (
 )
 
 from aworld_train import AgentTrainer
+from aworld_train.core.errors import ToolServerLost
 from aworld_train.engines.local import training
-from aworld_train.errors import ToolServerLost
-from aworld_train.rollout.policy import Generation
+from aworld_train.rollout.policies.client import Generation
 
 pytestmark = pytest.mark.timeout(600)
 

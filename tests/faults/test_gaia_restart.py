@@ -17,7 +17,7 @@ from faults_support import assert_flat, record, resources, settled_resources
 from gaia_container_support import started_container
 from gaia_support import SAMPLE, TOKEN, scripted_gaia_model
 
-from aworld_train.rollout.policy import ScriptedPolicy
+from aworld_train.rollout.policies.client import ScriptedPolicy
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -65,9 +65,9 @@ async def test_a_restarted_container_fails_the_episodes_in_flight_and_later_ones
 ):
     from aworld_train.agents.gaia import build_agent
     from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.dataset import load_tasks
     from aworld_train.env.gaia.data import load_gaia
-    from aworld_train.reward import RewardFunction
+    from aworld_train.inputs.dataset import load_tasks
+    from aworld_train.inputs.reward import RewardFunction
 
     spec = load_agent_spec(build_agent(url=container.url, servers=TOOLS, authorization=TOKEN))
     tasks = load_tasks(load_gaia(SAMPLE))

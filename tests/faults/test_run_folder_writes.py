@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from aworld_train.atomic_files import MARKER, complete_folder, incomplete, write_text
+from aworld_train.core.atomic_files import MARKER, complete_folder, incomplete, write_text
 from aworld_train.engines.local.run_folder import RunFolder
 
 

@@ -21,7 +21,7 @@ import torch
 from faults_support import assert_flat, local_config, record, resources, write_config
 from safetensors.torch import load_file
 
-from aworld_train.atomic_files import incomplete
+from aworld_train.core.atomic_files import incomplete
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -105,13 +105,14 @@ def runs(tmp_path_factory, tiny_model_dir):
     reference = base / "reference"
     reference_config = write_config(base / "reference-config", config_of(reference, tiny_model_dir))
     returncode, _ = launch(
-        [sys.executable, "-m", "aworld_train.cli", "run", str(reference_config)], base / "reference.log"
+        [sys.executable, "-m", "aworld_train.facade.cli", "run", str(reference_config)],
+        base / "reference.log",
     )
     assert returncode == 0, (base / "reference.log").read_text()[-3000:]
 
     run = base / "killed"
     config = write_config(base / "killed-config", config_of(run, tiny_model_dir))
-    cli = [sys.executable, "-m", "aworld_train.cli", "run", str(config)]
+    cli = [sys.executable, "-m", "aworld_train.facade.cli", "run", str(config)]
     log = base / "killed.log"
     kills = []
     for index, (point, step) in enumerate(KILLS):

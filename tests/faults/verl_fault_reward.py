@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the dens
 
 from verl_cpu_support import distinct_chars  # noqa: E402
 
-from aworld_train.rollout.episode import Episode  # noqa: E402
+from aworld_train.rollout.episodes.episode import Episode  # noqa: E402
 
 __all__ = ["distinct_chars"]
 

@@ -1,5 +1,5 @@
 """An AWorld Agent as a serialisable spec, and the Agent rebuilt from it in a worker: the AWorld
-driver of the rollout core (`rollout/driver.py`), one `AWorldRun` per episode.
+driver of the rollout core (`rollout/episodes/driver.py`), one `AWorldRun` per episode.
 
 Secrets never reach disk (ARCHITECTURE.md invariant 4): a header value that contains the
 value of an environment variable is written as a `${VAR}` reference, and a
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from aworld_train.errors import AgentSpecError
-from aworld_train.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
-from aworld_train.protocol import resolve_env_refs as _resolve
-from aworld_train.rollout.driver import AgentRole
-from aworld_train.validation import SpecFile
+from aworld_train.core.errors import AgentSpecError
+from aworld_train.core.protocol import ENV_REF, EPISODE_HEADER, TASK_HEADER, TURN_HEADER, MissingVariable
+from aworld_train.core.protocol import resolve_env_refs as _resolve
+from aworld_train.core.validation import SpecFile
+from aworld_train.rollout.episodes.driver import AgentRole
 
 if TYPE_CHECKING:
-    from aworld_train.rollout.driver import LLMEndpoint
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.rollout.episodes.driver import LLMEndpoint
+    from aworld_train.rollout.episodes.trajectory import Task
 
 _SECRET_HEADER = re.compile(r"auth|token|key|secret|password|cookie|invitation", re.IGNORECASE)
 # llm fields that belong to the engine, not to the agent: the trainer sets them.
@@ -72,7 +72,7 @@ class AgentSpec(SpecFile):
     ) -> tuple[Callable[[], Any], list[Any], LLMEndpoint]:
         """What gives each user turn of one episode its AWorld swarm (this agent alone), its agents,
         and the endpoint their calls go to."""
-        from aworld_train.aworld.runtime import Swarm
+        from aworld_train.aworld.framework import Swarm
 
         # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
         spec = self.model_copy(update={"system_prompt": task.system}) if task.system else self
@@ -170,7 +170,7 @@ def own_code_error(agent: Any, where: str) -> AgentSpecError:
 
 def spec_from_agent(agent: Any, factory: str | None = None) -> AgentSpec:
     """The spec of a built AWorld Agent (its LLM provider is left to the trainer)."""
-    from aworld_train.aworld.runtime import Agent
+    from aworld_train.aworld.framework import Agent
 
     if isinstance(agent, Agent) and type(agent) is not Agent:
         raise own_code_error(agent, "")
@@ -266,7 +266,7 @@ def build_agent(
     AWorld's random id (a swarm's agents are each other's tools under their ids).
     """
     from aworld_train.aworld import install
-    from aworld_train.aworld.runtime import Agent, AgentConfig
+    from aworld_train.aworld.framework import Agent, AgentConfig
 
     install()  # before any agent exists: AWorld components take the memory store when they are built
     mcp_config = resolve_env_refs(spec.mcp_config, env)
@@ -325,7 +325,7 @@ class AWorldRun:
         provider.attach(episode_id, endpoint)
 
     async def turn(self, user_turn: int, text: str) -> str | None:
-        from aworld_train.aworld.runtime import run_turn, set_turn
+        from aworld_train.aworld.framework import run_turn, set_turn
 
         for agent in self.agents:
             set_turn(agent, user_turn)
@@ -336,7 +336,7 @@ class AWorldRun:
 
     async def release(self) -> None:
         from aworld_train.aworld import provider
-        from aworld_train.aworld.runtime import release_episode
+        from aworld_train.aworld.framework import release_episode
 
         provider.detach(self.episode_id)
         await release_episode(self.agents, self.episode_id)

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from aworld_train.paths import cache_dir
+from aworld_train.core.paths import cache_dir
 
 
 def quiet_aworld_console() -> None:

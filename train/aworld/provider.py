@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from aworld_train.aworld.runtime import (
+from aworld_train.aworld.framework import (
     Function,
     LLMProviderBase,
     ModelResponse,
@@ -19,10 +19,10 @@ from aworld_train.aworld.runtime import (
     register_llm_provider,
     sanitize_openai_messages,
 )
-from aworld_train.rollout.driver import CallOptions
+from aworld_train.rollout.episodes.driver import CallOptions
 
 if TYPE_CHECKING:
-    from aworld_train.rollout.driver import LLMEndpoint, Reply
+    from aworld_train.rollout.episodes.driver import LLMEndpoint, Reply
 
 SCHEME = "aworld-train://"
 PROVIDER_NAMES = ("aworld_train", "verl")

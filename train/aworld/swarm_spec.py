@@ -23,13 +23,13 @@ from aworld_train.aworld.agent_spec import (
     own_code_error,
     spec_from_agent,
 )
-from aworld_train.errors import AgentSpecError
-from aworld_train.rollout.driver import AgentRole, CallOptions
-from aworld_train.validation import SpecFile
+from aworld_train.core.errors import AgentSpecError
+from aworld_train.core.validation import SpecFile
+from aworld_train.rollout.episodes.driver import AgentRole, CallOptions
 
 if TYPE_CHECKING:
-    from aworld_train.rollout.driver import LLMEndpoint, Reply
-    from aworld_train.rollout.trajectory import Task
+    from aworld_train.rollout.episodes.driver import LLMEndpoint, Reply
+    from aworld_train.rollout.episodes.trajectory import Task
 
 SwarmKind = Literal["workflow", "team", "handoff", "hybrid"]
 # a topology entry: an agent's name, or AWorld's tuple (a pair: the right one is the left's tool or
@@ -144,14 +144,14 @@ def _names(topology: list[TopologyItem]) -> list[str]:
 
 # -- swarm -> spec ----------------------------------------------------------------------------
 def is_swarm(obj: Any) -> bool:
-    from aworld_train.aworld.runtime import Swarm
+    from aworld_train.aworld.framework import Swarm
 
     return isinstance(obj, Swarm)
 
 
 def spec_from_swarm(swarm: Any, factory: str | None = None) -> SwarmSpec:
     """The spec of a built AWorld swarm; refuses what a worker could not rebuild, with the reason."""
-    from aworld_train.aworld.runtime import Agent, Swarm
+    from aworld_train.aworld.framework import Agent, Swarm
 
     kind = str(getattr(swarm, "build_type", ""))
     if kind not in ("workflow", "team", "handoff", "hybrid"):
@@ -213,7 +213,7 @@ def build_swarm(
 ) -> tuple[Any, dict[str, Any]]:
     """The AWorld swarm `spec` came from, and its agents by name. `llm_for(name)` gives each agent's
     engine LLM fields (its provider URL); `env` resolves `${VAR}` references (`build_agent`)."""
-    from aworld_train.aworld.runtime import SWARM_CLASSES
+    from aworld_train.aworld.framework import SWARM_CLASSES
 
     # AWorld finds an agent by its id in one process-wide registry: concurrent episodes' agents
     # need ids of their own (AgentsByName shows the policy the names instead)

@@ -29,7 +29,7 @@ LOG_LEVEL_VARIABLE = "AWORLD_TRAIN_AWORLD_LOG_LEVEL"
 def aworld_log_level() -> str:
     level = os.environ.get(LOG_LEVEL_VARIABLE, "WARNING").strip().upper()
     if level not in _LEVELS:
-        from aworld_train.errors import ConfigError
+        from aworld_train.core.errors import ConfigError
 
         raise ConfigError(
             f"{LOG_LEVEL_VARIABLE}={level!r} is not a log level; use one of {', '.join(_LEVELS)}"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 
-from aworld_train.engines.base import Engine, NativeInputs, RenderedRun, RunInputs
-from aworld_train.engines.registry import ENGINE_MODULES, ENGINE_NAMES
-from aworld_train.errors import ConfigError
+from aworld_train.core.errors import ConfigError
+from aworld_train.inputs.engine_names import ENGINE_MODULES, ENGINE_NAMES
+from aworld_train.inputs.run import Engine, NativeInputs, RenderedRun, RunInputs
 
 
 def get_engine(name: str) -> Engine:

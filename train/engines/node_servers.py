@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from aworld_train.protocol import resolve_env_refs, url_variable
+from aworld_train.core.protocol import resolve_env_refs, url_variable
 
 _LOCK = threading.Lock()
 _URLS: dict[str, dict[str, str]] = {}  # by the servers' JSON: what this process resolved

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.rollout.agent_stats import agent_metrics
-from aworld_train.rollout.policy import PolicyClient
-from aworld_train.rollout.runner import EpisodeRunner
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.rollout.episodes.runner import EpisodeRunner
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.client import PolicyClient
+from aworld_train.rollout.samples.agent_stats import agent_metrics
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
 

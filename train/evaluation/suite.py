@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aworld_train.aworld.specs import Spec
-from aworld_train.config import TrainConfig
-from aworld_train.errors import ModelError
+from aworld_train.core.errors import ModelError
 from aworld_train.evaluation.report import EvalReport, evaluate
-from aworld_train.models import EMBEDDED_PREFIX
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.token_log import TOKENS_DIR, write_episodes
-from aworld_train.rollout.trajectory import Task
+from aworld_train.inputs.config import TrainConfig
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
+from aworld_train.rollout.samples.token_log import TOKENS_DIR, write_episodes
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 METRICS = ("pass@1", "pass@k", "mean@k")
@@ -206,19 +206,19 @@ class SuiteResult:
 
 
 def _failed(report: EvalReport) -> int:
-    from aworld_train.rollout.trajectory import FAILED_STATUSES
+    from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 
     return sum(n for status, n in report.statuses.items() if status in FAILED_STATUSES)
 
 
 def _runner(config: TrainConfig, model_ref: str, spec, reward):
     """(runner, policy, closer) for one checkpoint: the local model, or the completions endpoint."""
-    from aworld_train.models import load_tokenizer, stop_token_ids
-    from aworld_train.protocol import resolve_env_refs
-    from aworld_train.rollout.completions_policy import CompletionsPolicy
-    from aworld_train.rollout.local_policy import local_runner
-    from aworld_train.rollout.runner import EpisodeRunner
-    from aworld_train.rollout.template_check import require_usable_template, template_report
+    from aworld_train.core.protocol import resolve_env_refs
+    from aworld_train.rollout.episodes.runner import EpisodeRunner, local_runner
+    from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
+    from aworld_train.rollout.policies.completions import CompletionsPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     ev = config.eval
     rollout = config.rollout
@@ -246,9 +246,9 @@ def check_policy_url(config: TrainConfig, models: list[str]) -> None:
     """`eval.policy_url` answers one completion in token ids for each model it is to serve,
     before any server starts or tokenizer loads: an endpoint that does not answer, or answers
     in token text, would otherwise fail every episode of the evaluation."""
-    from aworld_train.protocol import resolve_env_refs
-    from aworld_train.rollout.completions_policy import CompletionsPolicy, PolicyServerError
-    from aworld_train.rollout.policy import SamplingParams
+    from aworld_train.core.protocol import resolve_env_refs
+    from aworld_train.rollout.policies.client import SamplingParams
+    from aworld_train.rollout.policies.completions import CompletionsPolicy, PolicyServerError
 
     ev = config.eval
     url = resolve_env_refs(ev.policy_url)
@@ -355,8 +355,8 @@ def run_suite(
 def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
     """An evaluation whose every episode failed for one cause scored nothing: an error, after
     the table and the trajectories (which hold each episode's error) are written."""
-    from aworld_train.errors import EvaluationFailed
-    from aworld_train.rollout.failure_streak import FIXES, one_failure_cause
+    from aworld_train.core.errors import EvaluationFailed
+    from aworld_train.rollout.samples.failure_streak import FIXES, one_failure_cause
 
     failed = []
     for result in suite.results:

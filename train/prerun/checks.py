@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aworld_train.engines.base import RenderedRun, RunInputs
+    from aworld_train.inputs.run import RenderedRun, RunInputs
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
     """List each of the agent's HTTP servers' tools, with the config's `env:` servers started
     here unless the caller already runs them."""
     from aworld_train.aworld.agent_spec import resolve_env_refs
-    from aworld_train.errors import AgentSpecError
+    from aworld_train.core.errors import AgentSpecError
     from aworld_train.prerun.mcp import ask_server
     from aworld_train.prerun.servers import running_envs
 
@@ -71,9 +71,9 @@ def mcp_servers_answer(inputs: RunInputs, timeout_s: float = 10.0, start_servers
 def chat_template(inputs: RunInputs) -> Check:
     """The model's template family, tool-call parser and stop ids; a template whose calls no
     parser reads, or that drops tool results, fails."""
-    from aworld_train.errors import AworldTrainError
-    from aworld_train.models import load_tokenizer
-    from aworld_train.rollout.template_check import refusal, template_report
+    from aworld_train.core.errors import AworldTrainError
+    from aworld_train.rollout.episodes.template_check import refusal, template_report
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     name = "chat template"
     try:
@@ -102,7 +102,7 @@ def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> lis
 def require_checks(inputs: RunInputs, engine, run: RenderedRun) -> None:
     """`run`'s preflight for the engine backends, on the rendered run about to launch (its env
     servers running): every failed check in one error."""
-    from aworld_train.errors import ConfigError
+    from aworld_train.core.errors import ConfigError
 
     failed = [c for c in run_checks(inputs, engine, run) if not c.ok]
     if failed:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from aworld_train.core.protocol import ENV_REF
 from aworld_train.prerun.checks import Check
-from aworld_train.protocol import ENV_REF
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -33,7 +33,7 @@ def probe_node(folder: str, variables: list[str], services: dict[str, dict[str, 
 
     import httpx
 
-    from aworld_train.protocol import MissingVariable, resolve_env_refs
+    from aworld_train.core.protocol import MissingVariable, resolve_env_refs
 
     answer: dict[str, Any] = {"node": socket.gethostname(), "problems": []}
     try:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aworld_train.aworld.specs import Spec
-from aworld_train.errors import ToolServerError
-from aworld_train.protocol import ENV_REF, MissingVariable, resolve_env_refs, url_variable
+from aworld_train.core.errors import ToolServerError
+from aworld_train.core.protocol import ENV_REF, MissingVariable, resolve_env_refs, url_variable
 
 
 def started_by_run(name: str, conf: dict[str, Any], env_names: list[str]) -> bool:

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aworld_train.config import EnvServerConfig
-from aworld_train.errors import ConfigError
-from aworld_train.protocol import MissingVariable, resolve_env_refs, url_variable
+from aworld_train.core.errors import ConfigError
+from aworld_train.core.protocol import MissingVariable, resolve_env_refs, url_variable
+from aworld_train.inputs.config import EnvServerConfig
 
 if TYPE_CHECKING:
     from aworld_train.env.supervisor import ServerSupervisor

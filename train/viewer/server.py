@@ -17,7 +17,7 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from aworld_train.errors import ConfigError
+from aworld_train.core.errors import ConfigError
 from aworld_train.viewer.drift import DriftCount
 from aworld_train.viewer.store import Run
 from aworld_train.viewer.tokenizer import RunTokenizer

@@ -1,7 +1,7 @@
 """A run folder as the viewer reads it: its episode sets, their indexes, one episode at a time.
 
 A set is a training step's episodes (`step_000001`) or an evaluation's (`eval/before`,
-`eval/<checkpoint>/seed_0`), found as token files (`rollout/token_log.py`: `RUN/tokens/...`, and
+`eval/<checkpoint>/seed_0`), found as token files (`rollout/samples/token_log.py`: `RUN/tokens/...`, and
 `RUN/<folder>/tokens/...` for `aworld-train eval`'s out_dir) or, in folders written before them, as
 trajectory JSONL (`trajectories/step_*.jsonl`, `eval/**/*.jsonl`): those open too, without the token
 views unless the JSONL kept the ledger's segments.
@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import yaml
 
-from aworld_train.rollout.token_log import INDEX_COLUMNS, PART_GLOB, TOKENS_DIR
+from aworld_train.rollout.samples.token_log import INDEX_COLUMNS, PART_GLOB, TOKENS_DIR
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer (evaluation/report.py's)
 _STEP = re.compile(r"step_(\d+)")

@@ -24,7 +24,7 @@ class RunTokenizer:
         self._pieces: dict[int, str] = {}
 
     def _load(self) -> None:
-        from aworld_train.models import load_tokenizer
+        from aworld_train.rollout.policies.models import load_tokenizer
 
         model = self.run.config().get("model")
         tried = []
@@ -77,7 +77,7 @@ class RunTokenizer:
             return None
         with self._lock:
             if self._renderer is None:
-                from aworld_train.rollout.chat import ChatRenderer
+                from aworld_train.rollout.tokens.chat import ChatRenderer
 
                 rollout = self.run.config().get("rollout") or {}
                 self._renderer = ChatRenderer(

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_train.rollout.trajectory import FAILED_STATUSES
+from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.viewer.drift import episode_drift
 from aworld_train.viewer.store import CORRECT, EpisodeSet, Run
 from aworld_train.viewer.tokenizer import RunTokenizer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 
 class ArealEngine:
@@ -30,9 +30,9 @@ class ArealEngine:
         return render(inputs)
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+        from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
         from aworld_train.engines.areal.render import recover_data
         from aworld_train.engines.native import launch_run
-        from aworld_train.errors import ConfigError, no_checkpoint_to_resume
 
         def refuse_stale_recover_data(run: RenderedRun) -> None:
             # the rendered config recovers automatically (recover.mode: auto): only when asked

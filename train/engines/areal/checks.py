@@ -7,7 +7,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aworld_train.engines.base import RenderedRun, RunInputs
+    from aworld_train.inputs.run import RenderedRun, RunInputs
     from aworld_train.prerun.checks import Check
 
 LOADER = "aworld_train.engines.areal.config_check"
@@ -56,8 +56,8 @@ def areal_loader(run: RenderedRun, timeout_s: float = 300.0) -> list[Check]:
 
 def preflight(inputs: RunInputs, run: RenderedRun | None = None) -> list[Check]:
     """The AReaL run's checks; `run` is the render `run` already made, `check` renders here."""
+    from aworld_train.core.errors import AworldTrainError
     from aworld_train.engines.areal.render import render
-    from aworld_train.errors import AworldTrainError
     from aworld_train.prerun.checks import Check
 
     try:

@@ -15,7 +15,7 @@ from aworld_train.engines.areal.worker import scheduling_spec
 from aworld_train.engines.native import BLANK, Derived, get
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
+    from aworld_train.inputs.config import TrainConfig
 
 
 def is_cpu_run(cfg: TrainConfig) -> bool:

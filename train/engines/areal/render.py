@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.areal.cpu_run import cpu_values, is_cpu_run, server_settings
 from aworld_train.engines.areal.worker import scheduling_spec
-from aworld_train.engines.base import RenderedRun, RunInputs
 from aworld_train.engines.native import Derived, fill
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.codec import TASK_FIELD, task_to_json
-from aworld_train.rollout.token_log import TOKENS_DIR
+from aworld_train.inputs.run import RenderedRun, RunInputs
+from aworld_train.rollout.samples.codec import TASK_FIELD, task_to_json
+from aworld_train.rollout.samples.token_log import TOKENS_DIR
 
 WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
 ENTRY = "aworld_train.engines.areal.main"
@@ -172,7 +172,7 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict
     GRPO's group baseline must leave failed episodes out; AReaL's group normalisation
     (actor.reward_norm) takes no mask, so the workflow runs each task's group itself and
     normalises it: AReaL gets gconfig.n_samples 1 and no reward_norm."""
-    from aworld_train.models import check_model
+    from aworld_train.rollout.policies.models import check_model
 
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
     validate_native(native)
@@ -212,7 +212,7 @@ def command(config_path: Path) -> tuple[str, ...]:
 
 
 def render(inputs: RunInputs) -> RenderedRun:
-    from aworld_train.models import resolve_model_path
+    from aworld_train.rollout.policies.models import resolve_model_path
 
     cfg = inputs.config
     folder = (inputs.run_dir / "areal").resolve()

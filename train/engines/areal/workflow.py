@@ -35,9 +35,13 @@ from areal.utils import stats_tracker
 from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.specs import load_agent_spec
-from aworld_train.models import load_tokenizer
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.codec import (
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.runner import EpisodeRunner
+from aworld_train.rollout.episodes.settings import RolloutSettings
+from aworld_train.rollout.episodes.trajectory import STATUSES, Task, Trajectory
+from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.models import load_tokenizer
+from aworld_train.rollout.samples.codec import (
     TASK_FIELD,
     SegmentSample,
     agent_units,
@@ -45,12 +49,8 @@ from aworld_train.rollout.codec import (
     group_advantages,
     task_from_json,
 )
-from aworld_train.rollout.ledger import NO_VERSION
-from aworld_train.rollout.policy import Generation, SamplingParams
-from aworld_train.rollout.runner import EpisodeRunner
-from aworld_train.rollout.settings import RolloutConfig
-from aworld_train.rollout.token_log import EpisodeNotes, step_set, write_episodes
-from aworld_train.rollout.trajectory import STATUSES, Task, Trajectory
+from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set, write_episodes
+from aworld_train.rollout.tokens.ledger import NO_VERSION
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
 _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "abort"}
@@ -214,13 +214,13 @@ class AWorldWorkflow(RolloutWorkflow):
         self.group_size = group_size
         # one JSON line per episode (status, raw reward, advantage, weight version): the run's record
         self.episodes_file = Path(episodes_file) if episodes_file else None
-        # every episode's tokens, one part file per task group (rollout/token_log.py)
+        # every episode's tokens, one part file per task group (rollout/samples/token_log.py)
         self.tokens_dir = Path(tokens_dir) if tokens_dir else None
         # training: rewards become group-normalised advantages; evaluation: raw rewards
         self.group_baseline = group_baseline
         self.norm_by_std = norm_by_std
         self.tokenizer = _tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-        self.settings = RolloutConfig(**(rollout or {}))
+        self.settings = RolloutSettings(**(rollout or {}))
         self.reward = _reward(reward, json.dumps(reward_kwargs or {}, sort_keys=True)) if reward else None
         self.runner = EpisodeRunner(_spec(spec_path), self.tokenizer, self.settings, self.reward)
         if gconfig is None:

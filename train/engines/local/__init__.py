@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aworld_train.engines.base import NativeInputs, RunInputs
+from aworld_train.inputs.run import NativeInputs, RunInputs
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
-    from aworld_train.rollout.sft_data import SFTData
+    from aworld_train.inputs.config import TrainConfig
+    from aworld_train.rollout.samples.sft_data import SFTData
 
 
 class LocalEngine:

@@ -15,7 +15,6 @@ from typing import TypeVar
 
 import torch
 
-from aworld_train.config import AlgorithmConfig
 from aworld_train.engines.local.grpo import (
     aggregate,
     chunked_token_logprobs,
@@ -24,9 +23,10 @@ from aworld_train.engines.local.grpo import (
     token_logprobs,
 )
 from aworld_train.engines.local.master_weights import MasterWeights
-from aworld_train.models import large_blocks_unmapped_on_free, release_freed_memory
-from aworld_train.rollout.codec import agent_units, episode_samples, group_advantages
-from aworld_train.rollout.trajectory import Trajectory
+from aworld_train.inputs.config import AlgorithmConfig
+from aworld_train.rollout.episodes.trajectory import Trajectory
+from aworld_train.rollout.policies.models import large_blocks_unmapped_on_free, release_freed_memory
+from aworld_train.rollout.samples.codec import agent_units, episode_samples, group_advantages
 
 
 @dataclass

@@ -3,7 +3,7 @@
 runs/NAME/
   config.yaml  agent_spec.yaml  metrics.jsonl  tensorboard/  reward_curve.png
   trajectories/step_000001.jsonl   eval/before.jsonl  eval/after.jsonl
-  tokens/step_000001/part-*.parquet  tokens/eval/before/part-*.parquet  (rollout/token_log.py)
+  tokens/step_000001/part-*.parquet  tokens/eval/before/part-*.parquet  (rollout/samples/token_log.py)
   checkpoints/step_000010/  (model + tokenizer + trainer_state.pt + complete.json, written last)
 
 Every file is written whole or not at all (`atomic_files`): a trainer killed at any instant
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aworld_train.atomic_files import (
+from aworld_train.core.atomic_files import (
     PARTIAL_SUFFIX,
     REPLACED_SUFFIX,
     append_line,
@@ -28,8 +28,8 @@ from aworld_train.atomic_files import (
     replacing,
     write_lines,
 )
-from aworld_train.rollout.token_log import TOKENS_DIR, EpisodeNotes, write_episodes
-from aworld_train.rollout.trajectory import Trajectory
+from aworld_train.rollout.episodes.trajectory import Trajectory
+from aworld_train.rollout.samples.token_log import TOKENS_DIR, EpisodeNotes, write_episodes
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 # the step-numbered files a run writes: trajectories/step_000003.jsonl, eval/step_000005.jsonl

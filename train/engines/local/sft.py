@@ -14,10 +14,10 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.config import SFTConfig
 from aworld_train.engines.local.learner import adamw_with_warmup, micro_batches
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.rollout.sft_data import SFTSample
+from aworld_train.inputs.config import SFTConfig
+from aworld_train.rollout.samples.sft_data import SFTSample
 
 console = Console(stderr=True)
 
@@ -60,7 +60,7 @@ def step_batches(samples: list[SFTSample], cfg: SFTConfig) -> list[list[SFTSampl
 
 
 def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str | Path) -> dict[str, Any]:
-    from aworld_train.models import load_model, load_tokenizer
+    from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
     folder = RunFolder(run_dir)
     torch.manual_seed(cfg.seed)

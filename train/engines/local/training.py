@@ -20,21 +20,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.atomic_files import complete_folder, write_text
+from aworld_train.core.atomic_files import complete_folder, write_text
+from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDisk, no_checkpoint_to_resume
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.errors import ConfigError, RunCannotLearn, RunStoppedByDisk, no_checkpoint_to_resume
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
-from aworld_train.rollout.agent_stats import agent_metrics
-from aworld_train.rollout.failure_streak import FailureStreak, TrainedSoFar
-from aworld_train.rollout.local_policy import local_runner
-from aworld_train.rollout.policy import derive_seed
-from aworld_train.rollout.token_log import EpisodeNotes, step_set
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.rollout.episodes.runner import local_runner
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.client import derive_seed
+from aworld_train.rollout.samples.agent_stats import agent_metrics
+from aworld_train.rollout.samples.failure_streak import FailureStreak, TrainedSoFar
+from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set
 
 if TYPE_CHECKING:
-    from aworld_train.engines.base import RunInputs
+    from aworld_train.inputs.run import RunInputs
 
 console = Console(stderr=True)
 
@@ -93,8 +93,8 @@ def peak_rss_mb() -> float:
 
 class LocalTraining:
     def __init__(self, inputs: RunInputs, resume: bool = False) -> None:
-        from aworld_train.models import load_model, load_tokenizer
-        from aworld_train.rollout.template_check import require_usable_template, template_report
+        from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
+        from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
         self.inputs = inputs
         self.cfg = inputs.config

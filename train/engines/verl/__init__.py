@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
-    from aworld_train.rollout.sft_data import SFTData
+    from aworld_train.inputs.config import TrainConfig
+    from aworld_train.rollout.samples.sft_data import SFTData
 
 
 class VerlEngine:
@@ -33,9 +33,9 @@ class VerlEngine:
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
         """The config renders (budgets, trainer), then the rendered run's checks. `run` is the
         render `run` already made; `check` renders here."""
+        from aworld_train.core.errors import AworldTrainError
         from aworld_train.engines.verl.checks import preflight
         from aworld_train.engines.verl.render import render
-        from aworld_train.errors import AworldTrainError
         from aworld_train.prerun.checks import Check
 
         try:
@@ -46,8 +46,8 @@ class VerlEngine:
 
     def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
 
+        from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
         from aworld_train.engines.native import launch_run
-        from aworld_train.errors import ConfigError, no_checkpoint_to_resume
 
         def refuse_nothing_to_resume(run: RenderedRun) -> None:
             # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint:
@@ -65,8 +65,8 @@ class VerlEngine:
         """A rendered run of verl's own SFT trainer on `data`, launched unless `render_only`."""
         import subprocess
 
+        from aworld_train.core.errors import EngineFailed
         from aworld_train.engines.verl.sft import render
-        from aworld_train.errors import EngineFailed
 
         rendered = render(cfg, data.samples, run_dir)
         result: dict[str, Any] = {

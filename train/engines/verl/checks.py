@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from aworld_train.engines.base import RenderedRun, RunInputs
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.native import BLANK, get
-from aworld_train.errors import ConfigError
+from aworld_train.inputs.run import RenderedRun, RunInputs
 
 log = logging.getLogger("aworld_train")
 
@@ -54,7 +54,7 @@ def fit_token_budgets(final: Any, inputs: RunInputs) -> None:
 
 def first_prompt_lengths(inputs: RunInputs, tokenizer) -> list[int]:
     """Tokens of each training task's first prompt before the tool list is added (a lower bound)."""
-    from aworld_train.rollout.codec import chat_prompt
+    from aworld_train.rollout.samples.codec import chat_prompt
 
     lengths = []
     for task in inputs.train_tasks:
@@ -173,8 +173,8 @@ def trl_beside_verl():
 def preflight(inputs: RunInputs, run: RenderedRun) -> list:
     """The rendered verl run's checks: what its trainer mode does, packages, attention, first prompts."""
     from aworld_train.engines.verl.modes import mode_summary
-    from aworld_train.models import load_tokenizer
     from aworld_train.prerun.checks import Check
+    from aworld_train.rollout.policies.models import load_tokenizer
 
     checks = [
         Check("verl config renders", True, str(run.config_path)),

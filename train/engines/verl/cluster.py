@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from aworld_train.core.errors import ConfigError
+from aworld_train.core.protocol import url_variable
 from aworld_train.engines.native import BLANK, get
-from aworld_train.errors import ConfigError
-from aworld_train.protocol import url_variable
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
+    from aworld_train.inputs.config import TrainConfig
 
 _RESOURCES = ("num_cpus", "num_gpus")
 
@@ -34,7 +34,7 @@ def cluster_address(cfg: TrainConfig) -> str | None:
 def check_ray_environment(cfg: TrainConfig) -> None:
     """RAY_ADDRESS, read when trainer.ray_address is unset, is an address (checked before any
     server starts; the config's own field is checked when it is read)."""
-    from aworld_train.config import ray_address_problem
+    from aworld_train.inputs.config import ray_address_problem
 
     value = os.environ.get("RAY_ADDRESS")
     problem = ray_address_problem(value) if value and not cfg.trainer.ray_address else None

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.native import BLANK, Derived, get
-from aworld_train.errors import ConfigError
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
+    from aworld_train.inputs.config import TrainConfig
 
 PLUGIN = "aworld_train.engines.verl.cpu"
 ROLLOUT = "aworld_cpu"

@@ -35,9 +35,9 @@ from typing import Any
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
-from aworld_train.errors import RunCannotLearn
-from aworld_train.rollout.failure_streak import FIXES, STOP_AT_ONCE
-from aworld_train.rollout.trajectory import STATUSES, Trajectory
+from aworld_train.core.errors import RunCannotLearn
+from aworld_train.rollout.episodes.trajectory import STATUSES, Trajectory
+from aworld_train.rollout.samples.failure_streak import FIXES, STOP_AT_ONCE
 
 PARTITION = "aworld_episodes"
 ERROR_CHARS = 400  # of an episode's error, kept with its tag for the message that stops a run

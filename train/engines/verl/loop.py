@@ -20,19 +20,19 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.engines.node_servers import node_server_urls
-from aworld_train.reward import RewardFunction
-from aworld_train.rollout.codec import (
+from aworld_train.inputs.reward import RewardFunction
+from aworld_train.rollout.episodes.runner import EpisodeRunner
+from aworld_train.rollout.episodes.settings import RolloutSettings
+from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.samples.codec import (
     TASK_FIELD,
     SegmentSample,
     episode_samples,
     task_from_foreign_row,
     task_from_json,
 )
-from aworld_train.rollout.ledger import NO_VERSION
-from aworld_train.rollout.policy import Generation, SamplingParams
-from aworld_train.rollout.runner import EpisodeRunner
-from aworld_train.rollout.settings import RolloutConfig
-from aworld_train.rollout.trajectory import Task, Trajectory
+from aworld_train.rollout.tokens.ledger import NO_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -102,24 +102,17 @@ def task_from_row(kwargs: dict[str, Any]) -> Task:
 
 
 def _output(
-    seg: SegmentSample | None,
+    seg: SegmentSample,
     traj: Trajectory,
+    *,
     reward: float,
-    prompt_fallback: list[int],
     response_length: int,
-    pad_id: int,
-    dropped: int,
     server_fields: dict[str, Any],
 ) -> AgentLoopOutput:
-    if seg is None:
-        prompt_ids = traj.segments[0].prompt_ids if traj.segments else prompt_fallback
-        response_ids, mask, logprobs, truncated = [pad_id], [0], [0.0], False
-    else:
-        prompt_ids = seg.prompt_ids
-        response_ids = seg.response_ids[:response_length]
-        logprobs = seg.response_logprobs[:response_length]
-        mask = seg.response_mask[:response_length]
-        truncated = len(seg.response_ids) > response_length
+    response_ids = seg.response_ids[:response_length]
+    logprobs = seg.response_logprobs[:response_length]
+    mask = seg.response_mask[:response_length]
+    truncated = len(seg.response_ids) > response_length
     # The same keys for every sample, whatever the reward function returned: verl stacks
     # reward_extra_info across the batch (the function's own extras travel as one JSON string).
     extra_info = {
@@ -127,14 +120,14 @@ def _output(
         "num_tool_calls": len(traj.tool_calls),
         "tool_errors": sum(c.error for c in traj.tool_calls),
         "segments": len(traj.segments),
-        "segments_dropped": dropped,
-        "agent": seg.agent if seg is not None else "",
+        "segments_dropped": 0,  # verl trains every segment (AReaL's rows may drop some)
+        "agent": seg.agent,
         "truncated": truncated,
         "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
     }
     policy_s = traj.timings.get("policy_s", 0.0)
     return AgentLoopOutput(
-        prompt_ids=list(prompt_ids),
+        prompt_ids=list(seg.prompt_ids),
         response_ids=list(response_ids),
         response_mask=list(mask),
         response_logprobs=list(logprobs),
@@ -149,9 +142,8 @@ def _output(
 
 def to_agent_loop_outputs(
     traj: Trajectory,
-    prompt_fallback: list[int],
+    *,
     response_length: int,
-    pad_id: int,
     train_on_malformed: bool,
     server_fields: dict[str, Any] | None = None,
     frozen_agents: Collection[str] = (),
@@ -170,7 +162,13 @@ def to_agent_loop_outputs(
     if samples.agent_rewards:
         _warn_agent_rewards_once()
     return [
-        _output(seg, traj, samples.reward, prompt_fallback, response_length, pad_id, 0, server_fields or {})
+        _output(
+            seg,
+            traj,
+            reward=samples.reward,
+            response_length=response_length,
+            server_fields=server_fields or {},
+        )
         for seg in samples.segments
     ]
 
@@ -219,7 +217,7 @@ class AWorldAgentLoop(AgentLoopBase):
         settings["max_total_tokens"] = max(
             int(settings.get("max_total_tokens", 0)), self.prompt_length + self.response_length
         )
-        self.settings = RolloutConfig(**settings)
+        self.settings = RolloutSettings(**settings)
         reward_fn = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
         self.runner = EpisodeRunner(load_agent_spec(spec_path), self.tokenizer, self.settings, reward_fn)
 
@@ -227,20 +225,14 @@ class AWorldAgentLoop(AgentLoopBase):
         task = task_from_row(kwargs)
         policy = VerlServerPolicy(self.server_manager, sampling_params, self.runner.stop_token_ids)
         traj = await self.runner.run(policy, task, episode_id=policy.request_id)
-        fallback = self.tokenizer.encode(
-            task.user_turns[0] if task.user_turns else "", add_special_tokens=False
-        )
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         # verl's V1 trainer takes every segment and leaves a failed episode out of its group
         # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
         outputs = to_agent_loop_outputs(
             traj,
-            fallback,
-            self.response_length,
-            pad,
-            self.settings.train_on_malformed,
-            policy.extra_fields,
-            self.settings.frozen_agents,
+            response_length=self.response_length,
+            train_on_malformed=self.settings.train_on_malformed,
+            server_fields=policy.extra_fields,
+            frozen_agents=self.settings.frozen_agents,
         )
         from aworld_train.engines.verl.episodes import report_episode
 

@@ -25,9 +25,9 @@ import logging
 import os
 from typing import Any
 
-from aworld_train.engines.base import RunInputs
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.native import BLANK, get
-from aworld_train.errors import ConfigError
+from aworld_train.inputs.run import RunInputs
 
 MODES = ("sync", "colocate_async", "separate_async")
 MINI_BATCH = "actor_rollout_ref.actor.ppo_mini_batch_size"

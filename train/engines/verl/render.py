@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from aworld_train.engines.base import NativeInputs, RenderedRun, RunInputs
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put, unknown_key_message
 from aworld_train.engines.node_servers import server_entries
 from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
@@ -32,11 +32,11 @@ from aworld_train.engines.verl.cluster import (
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
 from aworld_train.engines.verl.modes import require_trainer_mode
 from aworld_train.engines.verl.tokens import SPLIT_FIELD
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
+from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
+from aworld_train.rollout.samples.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
 if TYPE_CHECKING:
-    from aworld_train.config import TrainConfig
+    from aworld_train.inputs.config import TrainConfig
 
 AGENT_NAME = "aworld_agent"
 OPEN_SECTIONS = (
@@ -328,7 +328,7 @@ def command(folder: Path, config_path: Path) -> tuple[str, ...]:
 def render(inputs: RunInputs) -> RenderedRun:
     from omegaconf import OmegaConf
 
-    from aworld_train.models import load_tokenizer, resolve_model_path
+    from aworld_train.rollout.policies.models import load_tokenizer, resolve_model_path
 
     cfg = inputs.config
     folder = (inputs.run_dir / "verl").resolve()

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aworld_train.config import TrainConfig
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.native import put, unknown_key_message
-from aworld_train.errors import ConfigError
-from aworld_train.rollout.sft_data import SFTSample
+from aworld_train.inputs.config import TrainConfig
+from aworld_train.rollout.samples.sft_data import SFTSample
 
 CONFIG_NAME = "sft_verl"
 
@@ -120,7 +120,7 @@ def command(folder: Path, config_path: Path, gpus: int) -> tuple[str, ...]:
 def render(cfg: TrainConfig, samples: list[SFTSample], run_dir: str | Path) -> RenderedSFT:
     from omegaconf import OmegaConf
 
-    from aworld_train.models import resolve_model_path
+    from aworld_train.rollout.policies.models import resolve_model_path
 
     folder = (Path(run_dir) / "verl_sft").resolve()
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""verl's episodes into the run folder's token files (`rollout/token_log.py`).
+"""verl's episodes into the run folder's token files (`rollout/samples/token_log.py`).
 
 verl runs all sessions of a prompt group in one agent-loop worker (`_run_prompt` of its
 AgentLoopWorker), so each worker process keeps a group's episodes until the last one ends and
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aworld_train.rollout.token_log import TOKENS_DIR, EpisodeNotes, episode_row, step_set, write_part
-from aworld_train.rollout.trajectory import Trajectory
+from aworld_train.rollout.episodes.trajectory import Trajectory
+from aworld_train.rollout.samples.token_log import TOKENS_DIR, EpisodeNotes, episode_row, step_set, write_part
 
 SPLIT_FIELD = "split"  # in a rendered row's extra_info: train or val
 

@@ -23,7 +23,7 @@ from pydantic import (
     field_validator,
 )
 
-from aworld_train.rollout.driver import CallOptions, Reply
+from aworld_train.rollout.episodes.driver import CallOptions, Reply
 
 MODEL = "aworld-train-policy"
 

@@ -1,6 +1,6 @@
 """An agent that runs in a process of its own and reaches the policy through the gateway.
 
-`ProcessAgent` is an `AgentDriver` (`rollout/driver.py`): its `command` starts one long-lived agent
+`ProcessAgent` is an `AgentDriver` (`rollout/episodes/driver.py`): its `command` starts one long-lived agent
 process per trainer process (per rollout worker, per verl agent-loop worker), which serves every
 episode there. The trainer speaks to it in JSON lines:
 
@@ -36,11 +36,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from aworld_train.protocol import resolve_env_refs
-from aworld_train.rollout.driver import AgentRole, LLMEndpoint
+from aworld_train.core.protocol import resolve_env_refs
+from aworld_train.core.validation import SpecFile
+from aworld_train.rollout.episodes.driver import AgentRole, LLMEndpoint
+from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.gateway.server import Gateway, Session, gateway
-from aworld_train.rollout.trajectory import Task
-from aworld_train.validation import SpecFile
 
 _LOG_TAIL = 20
 PROTOCOL = 1  # the JSON-lines protocol's version, in the hello and ready lines

@@ -35,7 +35,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aworld_train.rollout.driver import CallRefused, LLMEndpoint
+from aworld_train.rollout.episodes.driver import CallRefused, LLMEndpoint
 from aworld_train.rollout.gateway import openai_api
 from aworld_train.rollout.gateway.openai_api import (
     ChatRequest,

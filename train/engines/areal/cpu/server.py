@@ -37,7 +37,7 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from aworld_train.rollout.policy import SamplingParams
+from aworld_train.rollout.policies.client import SamplingParams
 
 # SGLang's "no top-k" is a huge number; ours is 0
 _NO_TOP_K = 1 << 30
@@ -253,8 +253,9 @@ def serve(model: str, port: int, host: str, max_len: int | None, events: Path | 
     import uvicorn
     from transformers import AutoModelForCausalLM
 
-    from aworld_train.models import load_tokenizer, resolve_model_path, stop_token_ids
-    from aworld_train.rollout.local_policy import LocalPolicy
+    from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer, resolve_model_path
+    from aworld_train.rollout.tokens.stops import stop_token_ids
 
     if threads > 0:
         torch.set_num_threads(threads)

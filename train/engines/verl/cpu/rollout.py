@@ -29,7 +29,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator
 
-from aworld_train.rollout.policy import SamplingParams
+from aworld_train.rollout.policies.client import SamplingParams
 
 log = logging.getLogger("aworld_train")
 NAME = "aworld_cpu"
@@ -56,8 +56,9 @@ class AWorldCPUServer:
     def __init__(self, model_path: str, prompt_length: int, response_length: int) -> None:
         from transformers import AutoModelForCausalLM
 
-        from aworld_train.models import load_tokenizer, stop_token_ids
-        from aworld_train.rollout.local_policy import LocalPolicy
+        from aworld_train.rollout.policies.local import LocalPolicy
+        from aworld_train.rollout.policies.models import load_tokenizer
+        from aworld_train.rollout.tokens.stops import stop_token_ids
 
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()

@@ -1,0 +1,1 @@
+"""The ground floor: the episode protocol, errors, paths, validation, atomic files."""

@@ -1,0 +1,1 @@
+"""The top: AgentTrainer, the command line and SFT."""

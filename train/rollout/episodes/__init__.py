@@ -1,0 +1,1 @@
+"""Episodes: the agent driver seam, one episode, batches, workers, trajectories."""

@@ -1,0 +1,32 @@
+"""What every episode of a run shares: the policy, the chat template and the rollout settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aworld_train.rollout.episodes.settings import RolloutSettings
+from aworld_train.rollout.policies.client import PolicyClient
+from aworld_train.rollout.tokens.call_format import CallFormat
+from aworld_train.rollout.tokens.chat import ChatRenderer
+
+
+@dataclass
+class RolloutRuntime:
+    policy: PolicyClient
+    renderer: ChatRenderer
+    stop_token_ids: list[int]
+    rollout: RolloutSettings
+    # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
+    pool: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def calls(self) -> CallFormat:
+        """How the policy's tool calls are read: `rollout.tool_parser` resolved for the chat template."""
+        return self.renderer.call_format(self.rollout.tool_parser)
+
+    def close(self) -> None:
+        """End the worker processes, if any; a later batch starts new ones."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()

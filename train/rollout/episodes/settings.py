@@ -1,0 +1,101 @@
+"""What every episode of a run obeys: turn and token limits, sampling, timeouts, the tool-call
+format, concurrency. The config's `rollout:` section; defined here so that the rollout core
+needs nothing of the config."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from aworld_train.rollout.episodes.agent_endpoint import AgentEndpoint
+
+
+class RolloutSettings(BaseModel):
+    """The `rollout:` section of the config."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
+    max_new_tokens: int = Field(128, ge=1)
+    max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    max_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="longest first prompt; a longer one ends the episode as prompt_too_long (verl's max_prompt_length)",
+    )
+    max_response_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="tokens after the first prompt at which an episode stops (verl's response_length)",
+    )
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    tool_parser: str = Field(
+        "auto",
+        description="the tool-call format to parse: auto (the chat template family's parser where it reads the "
+        "template's own calls, else the parser derived from the template), template (the derived parser), or a "
+        "parser's name (hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, "
+        "harmony, granite)",
+    )
+    tool_block: Literal["auto", "never"] = Field(
+        "auto", description="add the tool list to the system turn when the chat template ignores tools="
+    )
+    tool_results_as_user: bool = Field(
+        False,
+        description="write tool results as user turns (in <tool_response> tags), for chat templates without a "
+        "tool role that drop or refuse tool messages (Phi-3.5, Gemma-2)",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="extra chat-template variables, e.g. {enable_thinking: false} for Qwen3",
+    )
+    episode_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="time the agent and its tools may take; time waiting for or inside the policy does not count",
+    )
+    episode_wall_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="wall-clock limit of one episode, policy queue included (a guard against hangs)",
+    )
+    tool_timeout_s: float = Field(30.0, gt=0)
+    concurrency: int = Field(16, ge=1, description="episodes at once (over all workers)")
+    workers: int = Field(
+        1,
+        ge=1,
+        description="processes that run episodes (AWorld's loop is CPU-bound per process); "
+        "the policy stays in the main process (local backend and eval)",
+    )
+    max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
+    prefix_cache_mb: float = Field(
+        256,
+        ge=0,
+        description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
+    )
+    train_on_malformed: bool = Field(
+        False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
+    )
+    frozen_agents: list[str] = Field(
+        default_factory=list,
+        description="agents of a multi-agent swarm that do not train: their calls still go to the policy, "
+        "their tokens carry no loss",
+    )
+    agent_endpoints: dict[str, AgentEndpoint] = Field(
+        default_factory=dict,
+        description="agents of a swarm answered by another OpenAI-compatible chat endpoint instead of the "
+        "policy: {name: {base_url, model, api_key}}; they do not train",
+    )
+
+    @field_validator("tool_parser")
+    @classmethod
+    def _known_parser(cls, value: str) -> str:
+        from aworld_train.rollout.tokens.tool_parser import AUTO, TEMPLATE, parser_names
+
+        if value not in (AUTO, TEMPLATE) and value not in parser_names():
+            raise ValueError(
+                f"{value!r} is no tool parser; use auto, template or one of {', '.join(parser_names())}"
+            )
+        return value

@@ -1,0 +1,423 @@
+"""Episodes in N worker processes that share one policy kept in the main process.
+
+AWorld's agent loop is CPU-bound in one process (its task machinery, event bus and MCP client
+run under one interpreter lock), so a fast policy waits on it. With `rollout.workers: N` the
+episodes of a batch are spread over N spawned processes; each runs them as `run_episodes` would,
+with a policy stand-in whose `generate` sends the prompt ids to the main process and awaits the
+sampled ids. The main process serves those requests with its one policy (the local model batches
+requests from all workers together), scores the trajectories with the reward there (a reward
+loaded from a file need not be importable in a worker) and hands them to `on_done` as they come.
+
+The processes start on a runtime's first batch and stay for its later ones; `close()` ends them.
+
+A worker that dies mid-batch (killed, out of memory) costs only the episodes it was running: they
+end as `worker_died` (a failure: no loss, no place in their group's baseline), a new process takes
+its place, and the episodes it had not begun run there. Each worker has pipes of its own, whose
+other ends only it holds: its death reads as the end of its pipe here at once (a queue shared by
+all workers could be left locked, or holding half a message, by a process killed while writing),
+and a worker whose main process died reads the end of its inbox and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aworld_train.rollout.episodes.episode import Episode, score
+from aworld_train.rollout.episodes.runtime import RolloutRuntime
+from aworld_train.rollout.episodes.trajectory import Trajectory
+from aworld_train.rollout.policies.client import Generation, SamplingParams, derive_seed
+
+if TYPE_CHECKING:
+    from aworld_train.rollout.episodes.driver import AgentDriver, Reward
+    from aworld_train.rollout.episodes.trajectory import Task
+
+_STOP_WAIT_S = 10.0
+WORKER_DIED = "worker_died"
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class _Worker:
+    """One spawned process, the pipe to it and the pipe from it (read by a thread of its own)."""
+
+    _serials = itertools.count()
+
+    def __init__(self, context, wid: int, runtime: RolloutRuntime, deliver: Callable) -> None:
+        self.wid = wid
+        self.serial = next(self._serials)
+        inbox_out, inbox_in = context.Pipe(duplex=False)
+        outbox_out, outbox_in = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=_worker_main,
+            args=(wid, runtime.renderer, runtime.stop_token_ids, runtime.rollout, inbox_out, outbox_in),
+            name=f"aworld-train-rollout-{wid}",
+            daemon=True,
+        )
+        with _main_left_alone():
+            self.process.start()
+        # the child's ends: closed here, so that its death reads as the end of its pipe
+        inbox_out.close()
+        outbox_in.close()
+        self.inbox, self.outbox = inbox_in, outbox_out
+        self._send_lock = threading.Lock()
+        self.started_any = False  # it began an episode
+        self.after_idle_death = False  # it replaced a process that died before beginning one
+        self.reader = threading.Thread(
+            target=self._read, args=(deliver,), name=f"aworld-train-rollout-reader-{wid}", daemon=True
+        )
+        self.reader.start()
+
+    def send(self, message: Any) -> bool:
+        """False where the process is gone (its episodes are accounted for by its death)."""
+        try:
+            with self._send_lock:
+                self.inbox.send(message)
+        except (OSError, ValueError):  # broken pipe, or closed here
+            return False
+        return True
+
+    def _read(self, deliver: Callable) -> None:
+        while True:
+            try:
+                message = self.outbox.recv()
+            except (EOFError, OSError):  # the process exited (or was killed), or closed here
+                break
+            deliver(self, message)
+        self.process.join(_STOP_WAIT_S)
+        deliver(self, ("dead", self.wid, self.process.exitcode))
+
+    def describe(self) -> str:
+        code = self.process.exitcode
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exit code {code}"
+        )
+        return f"rollout worker {self.wid} (pid {self.process.pid}) exited mid-episode ({how})"
+
+    def close(self) -> None:
+        self.send(None)
+        self.process.join(_STOP_WAIT_S)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+        self.reader.join(_STOP_WAIT_S)
+        self.inbox.close()
+        self.outbox.close()
+
+
+class WorkerPool:
+    """N spawned processes; their messages reach the batch being run (`sink`) in arrival order."""
+
+    def __init__(self, runtime: RolloutRuntime, workers: int) -> None:
+        self.context = multiprocessing.get_context("spawn")  # AWorld's loop threads must not be forked
+        self.runtime = runtime
+        self.size = workers
+        self._lock = threading.Lock()
+        self._sink: Callable[[_Worker, Any], None] | None = None
+        self._backlog: list[tuple[_Worker, Any]] = []  # what arrived between batches (a death)
+        self.workers = [self._spawn(wid) for wid in range(workers)]
+        self.replaced = 0  # workers started in place of dead ones, over the pool's life
+
+    @property
+    def processes(self) -> list:
+        return [w.process for w in self.workers]
+
+    def _spawn(self, wid: int) -> _Worker:
+        return _Worker(self.context, wid, self.runtime, self._deliver)
+
+    def _deliver(self, worker: _Worker, message: Any) -> None:
+        with self._lock:
+            if self._sink is None:
+                self._backlog.append((worker, message))
+            else:
+                self._sink(worker, message)
+
+    def attach(self, sink: Callable[[_Worker, Any], None] | None) -> None:
+        """Send the workers' messages to `sink` (None: keep them), the ones kept first."""
+        with self._lock:
+            self._sink = sink
+            if sink is not None:
+                backlog, self._backlog = self._backlog, []
+                for worker, message in backlog:
+                    sink(worker, message)
+
+    def replace(self, dead: _Worker) -> _Worker:
+        dead.reader.join(_STOP_WAIT_S)
+        dead.inbox.close()
+        dead.outbox.close()
+        worker = self._spawn(dead.wid)
+        self.workers[dead.wid] = worker
+        self.replaced += 1
+        return worker
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
+
+@contextlib.contextmanager
+def _main_left_alone():
+    """Start workers without re-running the parent's `__main__` in them.
+
+    A spawned child first re-imports the parent's main script or module, so that functions
+    defined there can be unpickled; a script that calls `AgentTrainer(...).evaluate()` without
+    an `if __name__ == "__main__":` guard would then run again in each worker (and hang the
+    start). Nothing a worker gets lives in `__main__` (the reward stays in this process), so
+    the child is not told where `__main__` is while the workers start.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__spec__ = None
+        main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            if "__spec__" not in saved:
+                main.__dict__.pop("__spec__", None)
+
+
+class _Batch:
+    """One batch's jobs: which worker holds each, which began, which ended."""
+
+    def __init__(self, jobs: list[tuple[Task, int | None]]) -> None:
+        self.jobs = jobs
+        self.owner: dict[int, _Worker] = {}
+        self.started: set[int] = set()
+        self.results: list[Trajectory | None] = [None] * len(jobs)
+        self.busy: set[_Worker] = set()
+
+    def give(self, worker: _Worker, indices: list[int], agent, share: int) -> None:
+        jobs = [(i, self.jobs[i]) for i in indices]
+        for i in indices:
+            self.owner[i] = worker
+        self.busy.add(worker)
+        worker.send(("run", agent, jobs, share, dict(os.environ)))
+
+    def unfinished(self, worker: _Worker) -> tuple[list[int], list[int]]:
+        """The jobs of `worker` without a result: (begun, not begun)."""
+        mine = [i for i, w in self.owner.items() if w is worker and self.results[i] is None]
+        return [i for i in mine if i in self.started], [i for i in mine if i not in self.started]
+
+
+async def run_in_workers(
+    agent: AgentDriver,
+    tasks: list[Task],
+    runtime: RolloutRuntime,
+    reward: Reward | None = None,
+    samples_per_task: int = 1,
+    on_done=None,
+    seed: int | None = None,
+) -> list[Trajectory]:
+    """`run_episodes` over `rollout.workers` processes; same results, in task order."""
+    if runtime.pool is None:
+        runtime.pool = WorkerPool(runtime, runtime.rollout.workers)
+    pool: WorkerPool = runtime.pool
+    batch = _Batch(
+        [
+            (task, None if seed is None else derive_seed(seed, task.id, k))
+            for task in tasks
+            for k in range(samples_per_task)
+        ]
+    )
+    share = max(1, math.ceil(runtime.rollout.concurrency / pool.size))
+    for worker in list(pool.workers):
+        if not worker.process.is_alive():  # died since the last batch
+            pool.replace(worker)
+    loop = asyncio.get_running_loop()
+    inbound: asyncio.Queue = asyncio.Queue()
+    pool.attach(lambda worker, message: loop.call_soon_threadsafe(inbound.put_nowait, (worker, message)))
+    for worker in pool.workers:
+        mine = list(range(worker.wid, len(batch.jobs), pool.size))
+        if mine:
+            batch.give(worker, mine, agent, share)
+
+    def finish(index: int, traj: Trajectory) -> None:
+        batch.results[index] = traj
+        if on_done is not None:
+            on_done(traj)
+
+    serving: set[asyncio.Task] = set()
+    broken = True
+    try:
+        while batch.busy:
+            worker, message = await inbound.get()
+            if worker is not pool.workers[worker.wid]:
+                continue  # a process replaced before this batch began: its last words are old news
+            kind = message[0]
+            if kind == "generate":
+                _, _, rid, prompt_ids, sampling = message
+                job = loop.create_task(_serve(runtime, worker, rid, prompt_ids, sampling))
+                serving.add(job)
+                job.add_done_callback(serving.discard)
+            elif kind == "started":
+                batch.started.add(message[2])
+                worker.started_any = True
+            elif kind == "trajectory":
+                _, _, index, traj = message
+                score(traj, batch.jobs[index][0], reward)
+                finish(index, traj)
+            elif kind == "done":
+                batch.busy.discard(worker)
+            elif kind == "failed":
+                raise WorkerError(f"rollout worker {worker.wid} failed:\n{message[2]}")
+            elif kind == "dead":
+                batch.busy.discard(worker)
+                begun, waiting = batch.unfinished(worker)
+                for index in begun:  # the episodes in flight on it: lost, and said so
+                    task = batch.jobs[index][0]
+                    finish(index, Trajectory(uuid.uuid4().hex, task.id, status=WORKER_DIED, error=worker.describe(),
+                                             ground_truth=task.ground_truth))  # fmt: skip
+                if not worker.started_any and worker.after_idle_death:
+                    # two processes in a row died before their first episode: they cannot run one
+                    raise WorkerError(f"{worker.describe()} before it began an episode, as its predecessor did; "
+                                      "the batch is lost")  # fmt: skip
+                replacement = pool.replace(worker)
+                replacement.after_idle_death = not worker.started_any
+                if waiting:  # the episodes it had not begun run on its replacement
+                    batch.give(replacement, waiting, agent, share)
+        broken = False
+    finally:
+        pool.attach(None)
+        for job in serving:
+            job.cancel()
+        if (
+            broken and runtime.pool is pool
+        ):  # cancelled or failed mid-batch: its messages would mislead the next
+            _discard(runtime)
+    return [t for t in batch.results if t is not None]
+
+
+def _discard(runtime: RolloutRuntime) -> None:
+    """A pool whose batch broke holds stale episodes: the next batch starts fresh processes."""
+    pool, runtime.pool = runtime.pool, None
+    if pool is not None:
+        pool.close()
+
+
+async def _serve(runtime: RolloutRuntime, worker: _Worker, rid: int, prompt_ids: list[int], sampling) -> None:
+    try:
+        gen = await runtime.policy.generate(prompt_ids, sampling)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        worker.send(("generation", rid, None, f"{type(exc).__name__}: {exc}"))
+        return
+    worker.send(("generation", rid, gen, None))  # nothing happens where the worker died meanwhile
+
+
+# -- in the worker ------------------------------------------------------------------------------
+
+
+class RemotePolicy:
+    """The worker's PolicyClient: each call is served by the main process's policy."""
+
+    def __init__(self, wid: int, send: Callable[[Any], None]) -> None:
+        self.wid = wid
+        self.send = send
+        self._ids = itertools.count()
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        loop = asyncio.get_running_loop()
+        rid = next(self._ids)
+        future = loop.create_future()
+        self._pending[rid] = (loop, future)
+        try:
+            self.send(("generate", self.wid, rid, list(prompt_ids), sampling))
+            return await future
+        finally:
+            self._pending.pop(rid, None)
+
+    def answer(self, rid: int, gen: Generation | None, error: str | None) -> None:
+        """From the inbox thread: complete the call `rid` (gone if its episode was cancelled)."""
+        entry = self._pending.get(rid)
+        if entry is None:
+            return
+        loop, future = entry
+
+        def settle() -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(WorkerError(f"the policy in the main process raised {error}"))
+            else:
+                future.set_result(gen)
+
+        loop.call_soon_threadsafe(settle)
+
+
+def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, outbox) -> None:
+    import queue
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        with lock:
+            outbox.send(message)
+
+    policy = RemotePolicy(wid, send)
+    runtime = RolloutRuntime(
+        policy, renderer, list(stop_token_ids), rollout.model_copy(update={"workers": 1})
+    )
+    batches: queue.Queue = queue.Queue()
+
+    def read_inbox() -> None:
+        while True:
+            try:
+                message = inbox.recv()
+            except (EOFError, OSError):
+                os._exit(1)  # the main process is gone: nothing here can reach it any more
+            if message is None:
+                batches.put(None)
+                return
+            if message[0] == "generation":
+                policy.answer(*message[1:])
+            else:
+                batches.put(message)
+
+    threading.Thread(target=read_inbox, daemon=True).start()
+    while True:
+        batch = batches.get()
+        if batch is None:
+            return
+        _, agent, jobs, concurrency, env = batch
+        os.environ.update(env)  # the tool servers' URLs of this run, set in the main process
+        try:
+            asyncio.run(_run_batch(wid, agent, jobs, concurrency, runtime, send))
+        except BaseException:
+            send(("failed", wid, traceback.format_exc()))
+            continue
+        send(("done", wid))
+
+
+async def _run_batch(
+    wid: int, agent, jobs: list[tuple[int, Any]], concurrency: int, runtime, send: Callable[[Any], None]
+) -> None:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(index: int, task, seed: int | None) -> None:
+        async with limit:
+            send(("started", wid, index))  # from here, the episode is lost if this process dies
+            traj = await Episode(agent, task, runtime, seed=seed).run()  # scored in the main process
+        send(("trajectory", wid, index, traj))
+
+    await asyncio.gather(*(one(i, task, seed) for i, (task, seed) in jobs))

@@ -1,0 +1,1 @@
+"""Policies: the client seam every engine's policy meets, models, the local policy."""

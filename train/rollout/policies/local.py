@@ -1,0 +1,365 @@
+"""A transformers model as PolicyClient: batched sampling across concurrent episodes.
+
+Requests that arrive while a batch runs are queued and sampled together in the
+next one. Our own decoding loop (rather than `generate`) so that the logprob we
+record is exactly log_softmax(logits / temperature) of the sampled token, the
+quantity the trainer recomputes: importance ratios then start at 1.
+
+Prefix reuse: the keys/values of every prompt and its sampled tokens go into a
+PrefixCache. An episode's next prompt extends its previous prompt and response
+exactly (the ledger's invariant), and episodes share their system prompt and
+tool list, so a new prompt is mostly found there and only its new tokens are
+prefilled. Whoever changes the weights holds `lock`; releasing it empties the cache.
+
+Versions: every sampled token is stamped with `version`, the count of weight changes
+(read under the same lock the changes hold, so a batch never reports weights it did not
+use). A learner that changes the weights in place holds `weights_update` (the lock,
+and the next version on release); a trainer's weight load names its own version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.models import release_freed_memory
+from aworld_train.rollout.policies.prefix_cache import LayerKV, PrefixCache, shared_prefixes
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    pass
+
+
+# a prefix shorter than this, shared within a batch, is not worth a forward pass of its own
+SHARED_PREFIX_MIN_TOKENS = 32
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    future: asyncio.Future
+
+
+def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    if top_k > 0 and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cumulative - sorted_logits.softmax(-1) > top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+class _WeightsLock:
+    """The lock a trainer holds while it changes the weights: cached keys/values are stale then
+    (emptied on taking it, which also frees their memory for the update, and again on release).
+    `on_change`, where given, runs before the release when the block raised nothing."""
+
+    def __init__(self, invalidate, mutex: threading.Lock | None = None, on_change=None) -> None:
+        self.mutex = mutex or threading.Lock()
+        self.invalidate = invalidate
+        self.on_change = on_change
+
+    def __enter__(self) -> _WeightsLock:
+        self.mutex.acquire()
+        self.invalidate()
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            if exc_type is None and self.on_change is not None:
+                self.on_change()
+            self.invalidate()
+        finally:
+            self.mutex.release()
+
+
+def kv_bytes_per_token(model) -> int:
+    """Bytes of keys plus values one token takes in the model's cache."""
+    config = model.config.get_text_config(decoder=True)
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    itemsize = next(model.parameters()).element_size()
+    return 2 * config.num_hidden_layers * heads * head_dim * itemsize
+
+
+def supports_prefix_reuse(model) -> bool:
+    """Only full-attention caches: a sliding-window layer drops keys a longer prompt would need."""
+    try:
+        cache = DynamicCache(config=model.config)
+    except Exception:  # a config the cache classes do not understand: no reuse, plain prefill
+        return False
+    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+class LocalPolicy:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        stop_token_ids: list[int],
+        max_batch_size: int = 64,
+        prefix_cache_mb: float = 256,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stop_token_ids = list(stop_token_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
+        self.max_batch_size = max_batch_size
+        budget = int(prefix_cache_mb * 2**20) // kv_bytes_per_token(model)
+        reuse = budget > 0 and supports_prefix_reuse(model)
+        self.prefix_cache: PrefixCache | None = PrefixCache(budget) if reuse else None
+        self.version = 0  # stamped on every sampled token; read and changed under `lock`
+        self.lock = _WeightsLock(self.clear_prefix_cache)
+        self.weights_update = _WeightsLock(self.clear_prefix_cache, self.lock.mutex, self._next_version)
+        self._queue: list[_Request] = []
+        self._worker: asyncio.Task | None = None
+        self.batches: list[int] = []  # sizes of the batches run, for metrics
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), sampling, loop.create_future())
+        self._queue.append(request)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await request.future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            await asyncio.sleep(0.01)  # let episodes that are about to ask join this batch
+            key = _sampling_key(self._queue[0].sampling)
+            batch = [r for r in self._queue if _sampling_key(r.sampling) == key][: self.max_batch_size]
+            for r in batch:
+                self._queue.remove(r)
+            try:
+                gens = await asyncio.to_thread(
+                    self.generate_batch,
+                    [r.prompt_ids for r in batch],
+                    batch[0].sampling,
+                    [r.sampling.max_new_tokens for r in batch],
+                    [r.sampling.seed for r in batch],
+                )
+            except Exception as exc:
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            for r, gen in zip(batch, gens, strict=True):
+                if not r.future.done():
+                    r.future.set_result(gen)
+
+    @torch.inference_mode()
+    def generate_batch(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        max_new: list[int] | None = None,
+        seeds: list[int | None] | None = None,
+    ) -> list[Generation]:
+        """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all)."""
+        n = len(prompts)
+        with self.lock.mutex:
+            try:
+                return self._generate(
+                    prompts, sampling, max_new or [sampling.max_new_tokens] * n, seeds or [sampling.seed] * n
+                )
+            finally:
+                release_freed_memory()  # the batch's grown key/value caches
+
+    def _next_version(self) -> None:
+        self.version += 1
+
+    def load_weights(self, named: dict[str, torch.Tensor], version: int | None = None) -> int:
+        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch) as
+        `version` (the trainer's; default: the next); the number loaded. A name the model lacks, or
+        a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
+        one loads both)."""
+        model = self.model
+        with self.lock, torch.no_grad():
+            result = model.load_state_dict(named, strict=False)
+            state = model.state_dict()
+            loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
+            missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
+            if result.unexpected_keys or missing:
+                raise RuntimeError(
+                    "the trainer's weights do not match the rollout model "
+                    f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
+                )
+            self.version = self.version + 1 if version is None else int(version)
+        return len(named)
+
+    def clear_prefix_cache(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+
+    def _generators(self, seeds: list[int | None], device) -> list[torch.Generator]:
+        """One generator per row: a seeded row draws the same tokens whatever batch it shares."""
+        shared = torch.Generator(device=device)
+        shared.seed()
+        out = []
+        for seed in seeds:
+            if seed is None:
+                out.append(shared)
+            else:
+                out.append(torch.Generator(device=device))
+                out[-1].manual_seed(int(seed))
+        return out
+
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        max_new: list[int],
+        seeds: list[int | None],
+        prefill_only: bool = False,
+    ) -> list[Generation]:
+        device = self.device
+        was_training = self.model.training
+        self.model.eval()
+        n = len(prompts)
+        if self.prefix_cache is not None and n > 1:
+            known = [self.prefix_cache.match_length(p, len(p) - 1) for p in prompts]
+            shared = shared_prefixes(prompts, known, SHARED_PREFIX_MIN_TOKENS)
+            if shared:  # prefilled first (recursively: they may share a shorter prefix), then found below
+                self._generate(shared, sampling, [0] * len(shared), [None] * len(shared), prefill_only=True)
+        # at least one prompt token is fed: its logits give the first sampled token
+        hits = [self.prefix_cache.lookup(p, len(p) - 1) if self.prefix_cache else (0, None) for p in prompts]
+        cached = [c for c, _ in hits]
+        fresh = [len(p) - c for p, c in zip(prompts, cached, strict=True)]
+        if self.prefix_cache is not None:
+            self.prefix_cache.hits += sum(cached)
+            self.prefix_cache.misses += sum(fresh)
+        # columns: [pad | cached prefix] [pad | fresh prompt tokens]; positions are absolute
+        width_c, width_f = max(cached), max(fresh)
+        input_ids = torch.full((n, width_f), self.pad_id, dtype=torch.long)
+        position = torch.zeros((n, width_f), dtype=torch.long)
+        attention = torch.zeros((n, width_c + width_f), dtype=torch.long)
+        for i, (p, c, f) in enumerate(zip(prompts, cached, fresh, strict=True)):
+            input_ids[i, width_f - f :] = torch.tensor(p[c:])
+            position[i, width_f - f :] = torch.arange(c, c + f)
+            attention[i, width_c - c : width_c] = 1
+            attention[i, width_c + width_f - f :] = 1
+        input_ids, position, attention = input_ids.to(device), position.to(device), attention.to(device)
+        past = self._batch_cache(hits, width_c) if width_c else None
+        generators = self._generators(seeds, device)
+        stop = torch.tensor(self.stop_token_ids, device=device)
+        limits = torch.tensor(max_new, device=device)
+        finished = torch.zeros(n, dtype=torch.bool, device=device)
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        stopped = [False] * n
+        # logits_to_keep=1: only the last position's logits, not [n, prompt, vocab] floats
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        past = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        del out
+        next_position = position[:, -1:] + 1
+        for step in range(int(limits.max())):
+            temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            if sampling.temperature > 0:
+                filtered = _filter_logits(logits / temperature, sampling.top_k, sampling.top_p)
+                probs = filtered.softmax(-1)
+                chosen = torch.cat(
+                    [torch.multinomial(probs[i], 1, generator=generators[i]) for i in range(n)]
+                )
+            else:
+                chosen = logits.argmax(-1)
+            chosen = torch.where(finished, torch.full_like(chosen, self.pad_id), chosen)
+            chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
+            for i in range(n):
+                if not finished[i]:
+                    tokens[i].append(int(chosen[i]))
+                    logprobs[i].append(float(chosen_logp[i]))
+            is_stop = torch.isin(chosen, stop) & ~finished
+            for i in torch.nonzero(is_stop).flatten().tolist():
+                stopped[i] = True
+            finished = finished | is_stop | (limits <= step + 1)
+            if bool(finished.all()):
+                break
+            attention = torch.cat([attention, (~finished).long()[:, None]], dim=-1)
+            out = self.model(
+                input_ids=chosen[:, None],
+                attention_mask=attention,
+                position_ids=next_position,
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            next_position = next_position + 1
+        if self.prefix_cache is not None:
+            self._remember(prompts, tokens, attention, past)
+        if was_training:
+            self.model.train()
+        if not prefill_only:
+            self.batches.append(n)
+        # the caller holds the lock, so no weight change happened since the batch began
+        return [
+            Generation(
+                tokens[i],
+                logprobs[i],
+                "stop" if stopped[i] else "length",
+                versions=[self.version] * len(tokens[i]),
+            )
+            for i in range(n)
+        ]
+
+    def _batch_cache(self, hits: list[tuple[int, LayerKV | None]], width: int) -> DynamicCache:
+        """One DynamicCache for the batch: each row's cached prefix right-aligned in `width` columns."""
+        n = len(hits)
+        first = next(kv for _, kv in hits if kv is not None)
+        layers = []
+        for layer, (k0, v0) in enumerate(first):
+            keys = k0.new_zeros((n, k0.shape[0], width, k0.shape[-1]))
+            values = v0.new_zeros((n, v0.shape[0], width, v0.shape[-1]))
+            for i, (c, kv) in enumerate(hits):
+                if kv is not None:
+                    keys[i, :, width - c :] = kv[layer][0]
+                    values[i, :, width - c :] = kv[layer][1]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+    def _remember(self, prompts, tokens, attention, past: DynamicCache) -> None:
+        """Cache each row's prompt plus the sampled tokens that were fed back (all but the last)."""
+        assert self.prefix_cache is not None
+        for i, (p, t) in enumerate(zip(prompts, tokens, strict=True)):
+            ids = p + t[:-1]
+            columns = torch.nonzero(attention[i]).flatten()
+            if len(columns) != len(ids):  # not the layout this code wrote: cache nothing
+                continue
+
+            def kv_from(start: int, i=i, columns=columns) -> LayerKV:
+                cols = columns[start:]
+                return [(layer.keys[i][:, cols], layer.values[i][:, cols]) for layer in past.layers]
+
+            self.prefix_cache.insert(ids, kv_from)
+
+
+def _sampling_key(s: SamplingParams) -> tuple:
+    # the seed is per row (see _generators), so requests with different seeds share a batch
+    return (s.temperature, s.top_p, s.top_k)

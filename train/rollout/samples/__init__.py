@@ -1,0 +1,1 @@
+"""What finished episodes become: training samples, SFT data, token files, metrics."""

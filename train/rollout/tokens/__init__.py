@@ -1,0 +1,1 @@
+"""Tokens: chat templates, tool-call formats and parsers, the token ledger."""

@@ -1,0 +1,528 @@
+"""Chat-template rendering for the ledger: whole prompts, and the template text that
+follows an assistant turn (the "delta") without re-rendering what came before.
+
+The delta is rendered after a stand-in of the conversation (its messages with stand-in
+text, the tool calls kept) and cut right after the last assistant turn, so it never
+depends on how the template renders earlier turns (Qwen3 strips old `<think>` blocks and
+adds an empty one to the last assistant turn, Llama 3 puts a date and the tools into early
+turns, Mistral moves the system prompt to the last user turn), while templates that number
+tool calls across the conversation (Kimi-K2) or name a tool result after its call (gpt-oss)
+still see them. The ids already in the ledger, including every token the policy sampled,
+are never re-tokenised.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aworld_train.rollout.tokens.call_format import CallFormat, resolve
+from aworld_train.rollout.tokens.families import detect_family
+from aworld_train.rollout.tokens.frame_derivation import probe_tools
+from aworld_train.rollout.tokens.tool_block import tool_block
+from aworld_train.rollout.tokens.tool_parser import AUTO, ParsedCall, get_parser
+
+Message = dict[str, Any]
+
+_MARK = "ASSISTANT_STAND_IN"
+_STAND_IN = {
+    "system": "SYSTEM_STAND_IN",
+    "user": "USER_STAND_IN",
+    "assistant": "EARLIER_REPLY",
+    "tool": "RESULT_STAND_IN",
+}
+_STAND_IN_TEXT = tuple(_STAND_IN.values())
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},
+}
+_PROBE_RESULT = "ZZ_PROBE_RESULT"
+
+
+def content_text(content: Any) -> str:
+    """OpenAI content (None, str, or a list of parts) as plain text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+_FORMATS: dict[tuple, CallFormat] = {}  # call formats by template (derived once per process)
+_RESOLVING = CallFormat(None, AUTO)  # while a renderer resolves its own
+
+
+class ToolResultsLost(ValueError):
+    """A tool result did not reach the next prompt: the template dropped it."""
+
+
+class ChatRenderer:
+    """Renders messages to ids with a tokenizer's chat template, fitted to its family.
+
+    Probed once by rendering: a template that ignores `tools=` gets our tool block in the system
+    turn (`tool_block: auto`); one that does not write assistant tool calls gets them as the
+    family's call text; with the hermes tool block, tool results are wrapped in
+    `<tool_response>` tags; a template without a system role gets the system prompt at the start
+    of the first user turn. A tool message gets the tool's name from its call where it lacks one
+    (some templates render a result only with it). `tool_results_problem` says why a template
+    cannot carry tool results (it drops or refuses them), or is None; with
+    `tool_results_as_user` they are written as user turns instead. `calls` is the call format
+    of `tool_parser` (`rollout/tokens/call_format.py`), resolved once per template.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        chat_template: str | None = None,
+        tool_block: str = "auto",
+        template_kwargs: dict[str, Any] | None = None,
+        tool_parser: str = AUTO,
+        tool_results_as_user: bool = False,
+    ) -> None:
+        if tool_block not in ("auto", "never"):
+            raise ValueError(f"tool_block must be 'auto' or 'never', not {tool_block!r}")
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        # extra template variables, e.g. {"enable_thinking": False} for Qwen3
+        self.template_kwargs = dict(template_kwargs or {})
+        self.tool_parser = tool_parser
+        self.tool_results_as_user = tool_results_as_user
+        self.family = detect_family(self.template_text)
+        self._calls: CallFormat | None = None
+        self._formats: dict[str, CallFormat] = {}  # by rollout.tool_parser setting
+        # what the probes below assume while they run
+        self.system_role, self.renders_calls, self.add_tool_block, self.wrap_results = (
+            True,
+            True,
+            False,
+            False,
+        )
+        self.system_role = self._probe_system_role()
+        self.supports_tools = self._detect_tool_support()
+        self.renders_calls = self._probe_renders_calls()
+        # 'never': the agent's own prompt (e.g. few-shot turns) shows the tools instead
+        self.add_tool_block = tool_block == "auto" and not self.supports_tools
+        # our hermes tool block tells the model results come in <tool_response> tags
+        self.wrap_results = not self.supports_tools and self.family.tool_prompt == "hermes"
+        self.tool_results_problem = self._probe_tool_results()
+
+    @property
+    def template_text(self) -> str:
+        template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
+        return template if isinstance(template, str) else ""
+
+    @property
+    def calls(self) -> CallFormat:
+        """How the run reads the policy's tool calls (its parser, markers, or why none reads them)."""
+        if self._calls is None:
+            self._calls = self.call_format(self.tool_parser)
+        return self._calls
+
+    def call_format(self, setting: str) -> CallFormat:
+        """The call format of a `rollout.tool_parser` setting for this template (cached)."""
+        if self._calls is _RESOLVING:
+            return _RESOLVING
+        if setting not in self._formats:
+            key = (*self._format_key(), setting)
+            if key not in _FORMATS:
+                _FORMATS[key] = self._resolve_calls(setting)
+            self._formats[setting] = _FORMATS[key]
+        return self._formats[setting]
+
+    @property
+    def parser(self) -> str:
+        """The name of the parser that reads the policy's tool calls (`template`: derived)."""
+        return self.calls.name
+
+    def _format_key(self) -> tuple:
+        special = tuple(sorted(str(t) for t in getattr(self.tokenizer, "all_special_tokens", [])))
+        return (
+            self.template_text,
+            json.dumps(self.template_kwargs, sort_keys=True, default=str),
+            self.add_tool_block,
+            self.tool_results_as_user,
+            type(self.tokenizer).__name__,
+            special,
+        )
+
+    def _resolve_calls(self, setting: str) -> CallFormat:
+        history = [{"role": "user", "content": "zqhi"}]
+        tools = probe_tools()
+        held, self._calls = self._calls, _RESOLVING  # the probes render with the family's tool block
+        try:
+            return resolve(
+                lambda message: self.turn_text(history, message, tools),
+                self._probe_call_id,
+                # the family's parser; where the template writes no calls, the format in the prompt is ours
+                self.family.parser if self.family.markers or not self.renders_calls else "",
+                setting,
+            )
+        finally:
+            self._calls = held
+
+    def _probe_call_id(self, name: str, index: int) -> str:
+        """A probe call's id, in the form the family's template accepts (9 alphanumerics where it
+        does not say)."""
+        if self.family.call_ids == "plain":
+            return f"zqcall{index:03d}"
+        return self.family.call_id(ParsedCall(name, {}), 0, index, set(range(index)))
+
+    # -- template probing -------------------------------------------------
+    def _apply(self, messages: list[Message], tools=None, add_generation_prompt=False) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            chat_template=self.chat_template,
+            **self.template_kwargs,
+        )
+
+    def _probe_system_role(self) -> bool:
+        try:
+            text = self._apply(
+                [{"role": "system", "content": "zz_probe_system"}, {"role": "user", "content": "hi"}]
+            )
+        except Exception:
+            return False
+        return "zz_probe_system" in text
+
+    def _detect_tool_support(self) -> bool:
+        probe = self._prepare([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
+        try:
+            return "zz_probe_tool" in self._apply(probe, tools=[_PROBE_TOOL])
+        except Exception:
+            return False
+
+    def _probe_call(self) -> Message:
+        call_id = self.family.call_id(ParsedCall("zz_probe_call", {}), 0, 0, set())
+        call = {"id": call_id, "type": "function", "function": {"name": "zz_probe_call", "arguments": "{}"}}
+        return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+    def _probe_renders_calls(self) -> bool:
+        probe = self._prepare([{"role": "user", "content": "hi"}, self._probe_call()])
+        try:
+            return "zz_probe_call" in self._apply(probe, tools=[_PROBE_TOOL] if self.supports_tools else None)
+        except Exception:
+            return False
+
+    def _probe_tool_results(self) -> str | None:
+        call = self._probe_call()
+        result = {
+            "role": "tool",
+            "content": _PROBE_RESULT,
+            "tool_call_id": call["tool_calls"][0]["id"],
+            "name": "zz_probe_call",
+        }
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, call, result]
+        try:
+            text = self._apply(
+                self._prepare(messages),
+                tools=[_PROBE_TOOL] if self.supports_tools else None,
+                add_generation_prompt=True,
+            )
+        except Exception as exc:
+            return f"the chat template fails on a tool result ({type(exc).__name__}: {exc})"
+        if _PROBE_RESULT not in text:
+            return "the chat template drops tool results (it renders no 'tool' message)"
+        return None
+
+    def turn_text(
+        self, history: list[Message], message: Message, tools: list[dict[str, Any]] | None = None
+    ) -> str:
+        """The text the model writes for assistant `message` after `history`'s generation prompt,
+        as the template renders that turn in history (its closing text included).
+
+        A template may render the last message before the turn differently once a turn follows it
+        (Hermes' last tool result), or open in the generation prompt what it leaves out of history
+        (an empty think block): the model then closes it and writes the turn as history shows it.
+        """
+        shown = tools if self.supports_tools else None
+        prompt = self._apply(self._prepare(history, tools), tools=shown, add_generation_prompt=True)
+        full = self._apply(self._prepare([*history, message], tools), tools=shown)
+        if full.startswith(prompt):
+            return full[len(prompt) :]
+        at = 0
+        while at < min(len(prompt), len(full)) and prompt[at] == full[at]:
+            at += 1
+        base = self._apply(self._prepare(history, tools), tools=shown)
+        opener = prompt[len(base) :] if prompt.startswith(base) else ""
+        if opener and full.rfind(opener) >= at - len(opener):
+            return full[full.rindex(opener) + len(opener) :]
+        while at and full[at - 1] not in "\n>":
+            at -= 1
+        opened, rest = prompt[at:], full[at:]
+        if "<think>" in opened and "</think>" not in opened and not rest.startswith("</think>"):
+            thought = message.get("reasoning_content") or ""
+            return (thought + "\n" if thought else "") + "</think>\n\n" + rest
+        return rest
+
+    # -- message preparation ----------------------------------------------
+    def call_text(self, calls: list[dict[str, Any]]) -> str:
+        """Assistant tool calls as the family writes them, for templates that do not render them."""
+        parsed = [
+            ParsedCall(c["function"]["name"], _dict_arguments(c["function"].get("arguments")), c.get("id"))
+            for c in calls
+        ]
+        return get_parser(self.family.parser).format("", parsed)
+
+    def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
+        out: list[Message] = []
+        names = _call_names(messages)
+        for msg in messages:
+            role = msg.get("role")
+            item: Message = {"role": role, "content": content_text(msg.get("content"))}
+            if role == "assistant" and msg.get("tool_calls"):
+                calls = msg["tool_calls"]
+                if self.renders_calls:
+                    item["tool_calls"] = [_with_dict_arguments(c) for c in calls]
+                else:
+                    text = self.call_text(calls)
+                    item["content"] = (item["content"] + "\n" if item["content"] else "") + text
+            if role == "tool":
+                if msg.get("tool_call_id"):
+                    item["tool_call_id"] = msg["tool_call_id"]
+                name = msg.get("name") or names.get(msg.get("tool_call_id"))
+                if name:
+                    item["name"] = name
+                if self.wrap_results or self.tool_results_as_user:
+                    item["content"] = f"<tool_response>\n{item['content']}\n</tool_response>"
+                if self.tool_results_as_user:
+                    # the template has no tool role (Phi-3.5, Gemma-2): results are what the user says next
+                    if out and out[-1].get("from_tools"):
+                        out[-1]["content"] += "\n" + item["content"]
+                        continue
+                    item = {"role": "user", "content": item["content"], "from_tools": True}
+            out.append(item)
+        out = [{k: v for k, v in m.items() if k != "from_tools"} for m in out]
+        if tools and self.add_tool_block:
+            calls = self.calls
+            # a template that writes calls in a format of its own is shown a call in that format
+            own = calls.parser if calls.how != "rollout.tool_parser" and calls.name == "template" else None
+            block = tool_block(tools, self.family.tool_prompt, own)
+            if out and out[0]["role"] == "system":
+                out[0] = {**out[0], "content": out[0]["content"] + block}
+            else:
+                out.insert(0, {"role": "system", "content": block.lstrip()})
+        if not self.system_role and out and out[0]["role"] == "system":
+            # no system role in the template (Gemma-2): the system prompt opens the first user turn
+            system = out.pop(0)["content"]
+            if out and out[0]["role"] == "user":
+                out[0] = {**out[0], "content": system + "\n\n" + out[0]["content"]}
+            else:
+                out.insert(0, {"role": "user", "content": system})
+        return out
+
+    def _eos(self) -> str:
+        eos = getattr(self.tokenizer, "eos_token", None)
+        return eos if isinstance(eos, str) else ""
+
+    # -- rendering ----------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def render_prompt(
+        self, messages: list[Message], tools: list[dict] | None, few_shot: list[Message] | None = None
+    ) -> list[int]:
+        """A whole conversation, ending with the generation prompt: the start of a segment.
+
+        `few_shot` example turns go right after the system message; they are prompt, never loss.
+        """
+        if few_shot:
+            at = 1 if messages and messages[0].get("role") == "system" else 0
+            messages = [*messages[:at], *few_shot, *messages[at:]]
+        prepared = self._prepare(messages, tools)
+        text = self._apply(prepared, tools=tools if self.supports_tools else None, add_generation_prompt=True)
+        return self.encode(text)
+
+    def render_delta(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: list[dict] | None = None,
+        stop_text: str = "",
+    ) -> list[int]:
+        """Ids that follow a sampled assistant turn (the last of `history`): the rest of its
+        closing text, the new messages, and the generation prompt. `stop_text`: the token the
+        policy ended the turn with, if it did (it is not written twice)."""
+        text = self.delta_text(history, new_messages, tools, stop_text)
+        for message in new_messages:
+            if message.get("role") == "tool" and not _shows(text, content_text(message.get("content"))):
+                raise ToolResultsLost(
+                    f"the tool result for call {message.get('tool_call_id')!r} is not in the next prompt: "
+                    f"{self.tool_results_problem or 'the chat template dropped it'}"
+                )
+        return self.encode(text)
+
+    def delta_text(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: list[dict] | None = None,
+        stop_text: str = "",
+    ) -> str:
+        """The template's text from the end of the last assistant turn of `history` to the next
+        generation prompt, with `new_messages` in between.
+
+        Rendered after a stand-in of `history` and cut right after its last assistant turn:
+        whatever the template does to earlier turns (strip or add think blocks, a date, the
+        tools) happens before the cut and is not in the delta. Where the turn ended with a stop
+        token, the stand-in keeps the turn's tool calls and the cut is after that token (a
+        template may render a tool result only after its call); otherwise the cut is after the
+        turn's content and the delta starts with the template's closing text.
+        """
+        tools = tools if self.supports_tools else None
+        new_messages = _named(new_messages, history)
+        calls = bool(history and history[-1].get("tool_calls"))
+        systems = (True, False) if any(m.get("role") == "system" for m in history) else (False,)
+        reasons = []
+        for keep_system in systems:
+            for with_calls in (True, False) if calls and stop_text else (False,):
+                stand_in = _stand_in(history, keep_system, with_calls)
+                try:
+                    text = self._apply(
+                        self._prepare(stand_in + new_messages), tools=tools, add_generation_prompt=True
+                    )
+                except Exception as exc:  # a template may refuse one stand-in (e.g. a call-less result)
+                    reasons.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                marks = text.count(_MARK)
+                earlier = max((text.rfind(w) + len(w) for w in _STAND_IN_TEXT if w in text), default=0)
+                first_new = _first_shown(text, new_messages, earlier)
+                if with_calls and first_new >= 0 and (marks == 0 or first_new < text.find(_MARK)):
+                    # the template writes a call turn's content after its tool results (Gemma 4) or
+                    # not at all (Solar): the calls end at the stop token before the first result,
+                    # and the content, which the model has not written, is left out
+                    at = text.rfind(stop_text, 0, first_new)
+                    if at < 0 or marks > 1:
+                        reasons.append(f"the template does not end the calls with {stop_text!r}")
+                        continue
+                    tail = text[at + len(stop_text) :].replace(_MARK, "")
+                elif marks != 1:
+                    reasons.append("the stand-in assistant content is not rendered exactly once")
+                    continue
+                elif with_calls:
+                    tail = text[text.index(_MARK) + len(_MARK) :]
+                    at = tail.find(stop_text)
+                    if at < 0:
+                        reasons.append(f"the template does not end the turn with {stop_text!r}")
+                        continue
+                    tail = tail[at + len(stop_text) :]
+                else:
+                    tail = text[text.index(_MARK) + len(_MARK) :]
+                if stop_text:
+                    # the sampled stop token closed the turn (<|im_end|>, <|eot_id|>, </s>), opened
+                    # the next one (GLM's <|observation|>) or stands for the template's closer
+                    # (gpt-oss's <|return|> for <|end|>): no turn end is written after it again,
+                    # whitespace before it or not (Apriel writes "\n<|end|>\n" and its eos)
+                    tail = _after_closers(tail, (stop_text, *self.family.closers, self._eos()))
+                if any(word in tail for word in _STAND_IN_TEXT):
+                    reasons.append("the template repeats earlier turns after the assistant turn")
+                    continue
+                return tail
+        raise ValueError(
+            "cannot render new messages after an assistant turn with this chat template "
+            f"({'; '.join(reasons)}); set rollout.chat_template_kwargs or use a template that "
+            "renders each turn once"
+        )
+
+
+def renderer_for(tokenizer, rollout) -> ChatRenderer:
+    """The renderer of a run's `rollout:` settings (tool block, template variables, tool parser,
+    tool results as user turns)."""
+    return ChatRenderer(
+        tokenizer,
+        tool_block=rollout.tool_block,
+        template_kwargs=rollout.chat_template_kwargs,
+        tool_parser=rollout.tool_parser,
+        tool_results_as_user=rollout.tool_results_as_user,
+    )
+
+
+def _call_names(messages: list[Message]) -> dict[str, str]:
+    """The tool name of each call id in `messages` (a tool message names its tool by them)."""
+    names = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            name = call.get("function", {}).get("name")
+            if call.get("id") and name:
+                names[call["id"]] = name
+    return names
+
+
+def _named(new_messages: list[Message], history: list[Message]) -> list[Message]:
+    """`new_messages` with each tool message named after its call in `history`, where it is not."""
+    names = _call_names(history)
+    return [
+        {**m, "name": names[m["tool_call_id"]]}
+        if m.get("role") == "tool" and not m.get("name") and m.get("tool_call_id") in names
+        else m
+        for m in new_messages
+    ]
+
+
+def _stand_in(history: list[Message], keep_system: bool, with_calls: bool) -> list[Message]:
+    """`history` with stand-in text; the last (assistant) turn's content is the cut mark."""
+    out: list[Message] = []
+    for i, message in enumerate(history):
+        role = message.get("role")
+        last = i == len(history) - 1
+        if role == "system" and not keep_system:
+            continue
+        item: Message = {"role": role, "content": _MARK if last else _STAND_IN.get(role, "STAND_IN")}
+        if message.get("tool_calls") and (with_calls or not last):
+            item["tool_calls"] = message["tool_calls"]
+        for key in ("tool_call_id", "name"):
+            if message.get(key):
+                item[key] = message[key]
+        out.append(item)
+    return out
+
+
+def _after_closers(tail: str, closers: tuple[str, ...]) -> str:
+    """`tail` without the turn ends it opens with (and the whitespace before each)."""
+    closers = tuple(c for c in closers if c)
+    while True:
+        stripped = tail.lstrip()
+        closer = next((c for c in closers if stripped.startswith(c)), None)
+        if closer is None:
+            return tail
+        tail = stripped[len(closer) :]
+
+
+def _first_shown(text: str, messages: list[Message], start: int) -> int:
+    """Where the first of `messages` with content shows in `text` from `start` (-1: none does)."""
+    for message in messages:
+        content = content_text(message.get("content")).strip()
+        if content:
+            return text.find(content, start)
+    return -1
+
+
+def _shows(text: str, content: str) -> bool:
+    """Does the rendered text hold a tool result (as written, or JSON-escaped by the template)?"""
+    content = content.strip()
+    return not content or content in text or json.dumps(content, ensure_ascii=False)[1:-1] in text
+
+
+def _dict_arguments(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except json.JSONDecodeError:
+            return args
+    return args
+
+
+def _with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    fn = dict(call.get("function", {}))
+    fn["arguments"] = _dict_arguments(fn.get("arguments"))
+    return {"type": "function", "id": call.get("id"), "function": fn}

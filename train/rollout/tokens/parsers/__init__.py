@@ -1,0 +1,14 @@
+"""The native tool-call formats, one module each; importing this package registers them all
+(`aworld_train.rollout.tokens.tool_parser.get_parser`)."""
+
+from aworld_train.rollout.tokens.parsers import (  # noqa: F401
+    deepseek,
+    glm,
+    granite,
+    harmony,
+    hermes,
+    kimi,
+    llama3,
+    mistral,
+    qwen3_coder,
+)

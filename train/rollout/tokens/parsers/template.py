@@ -1,0 +1,25 @@
+"""`template`: the call format learned from the model's own chat template (`rollout/tokens/call_frame.py`,
+`rollout/tokens/frame_derivation.py`). It exists per template, so it is made by `rollout/tokens/call_format.py`
+from a renderer rather than by name from the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aworld_train.rollout.tokens.call_frame import CallFrame
+from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult
+
+NAME = "template"
+
+
+@dataclass(frozen=True)
+class TemplateParser:
+    frame: CallFrame
+    name: str = NAME
+
+    def parse(self, text: str, tools: list[dict[str, Any]] | None = None) -> ParseResult:
+        return self.frame.parse(text, tools)
+
+    def format(self, content: str, calls: list[ParsedCall]) -> str:
+        return self.frame.format(content, calls)
