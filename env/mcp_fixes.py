@@ -1,4 +1,5 @@
-"""What the MCP servers of this package change in mcp, declared in PATCHES (see env/upstream.py).
+"""What the MCP servers of this package change in mcp, declared in
+SERVER_PATCHES of the one patch table (train/core/patch_table.py).
 
 mcp 1.30 (the pinned release) contains a session's errors and ends a stateless request's server
 task itself; what is left is one log filter, guarded against an mcp whose source it was not
@@ -9,22 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from aworld_train.env.upstream import RELIES_ON, Patch, guard
-
-PATCHES: tuple[Patch, ...] = (
-    Patch(
-        "mcp.server.streamable_http.StreamableHTTPServerTransport._handle_get_request",
-        "mcp",
-        "1.30.0",
-        "8f6eb97823f9eb435e17bf1be6755ae5ff50bc7ac98800bc668aa0f0043e2f87",
-        RELIES_ON,
-        (
-            "aworld_train.env.mcp_fixes.quiet_closed_streams",
-            "aworld_train.env.mcp_fixes._ClosedStandaloneStream.filter",
-        ),
-        'its "Error in standalone SSE writer" record for a closed GET stream cost ~80 ms of CPU an episode',
-    ),
-)
+from aworld_train.core.patch_table import SERVER_PATCHES
+from aworld_train.core.upstream import guard
 
 
 class _ClosedStandaloneStream(logging.Filter):
@@ -45,7 +32,7 @@ class _ClosedStandaloneStream(logging.Filter):
 
 
 def quiet_closed_streams() -> None:
-    guard(PATCHES, "mcp", "aworld-train's MCP log filter")
+    guard(SERVER_PATCHES, "mcp", "aworld-train's MCP log filter")
     target = logging.getLogger("mcp.server.streamable_http")
     if not any(isinstance(f, _ClosedStandaloneStream) for f in target.filters):
         target.addFilter(_ClosedStandaloneStream())

@@ -1,5 +1,5 @@
 """Every change this package makes to another package's code is declared in one table, and still
-fits the upstream source it was written against (aworld_train.aworld.patch_table)."""
+fits the upstream source it was written against (aworld_train.core.patch_table)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.aworld import install, patch_table, patches
-from aworld_train.env import mcp_fixes, upstream
-from aworld_train.env.upstream import REPLACES, Patch
+from aworld_train.aworld import install, patches
+from aworld_train.core import patch_table, upstream
+from aworld_train.core.upstream import REPLACES, Patch
+from aworld_train.env import mcp_fixes
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"train": "aworld_train", "agents": "aworld_train.agents", "rewards": "aworld_train.rewards"}
@@ -118,7 +119,9 @@ def test_another_release_with_the_same_sources_is_accepted(monkeypatch):
 
 def test_the_mcp_log_filter_refuses_an_mcp_whose_source_changed(monkeypatch):
     _another_release(monkeypatch, "mcp")
-    monkeypatch.setattr(mcp_fixes, "PATCHES", tuple(replace(p, fingerprint=FAKE) for p in mcp_fixes.PATCHES))
+    monkeypatch.setattr(
+        mcp_fixes, "SERVER_PATCHES", tuple(replace(p, fingerprint=FAKE) for p in mcp_fixes.SERVER_PATCHES)
+    )
     with pytest.raises(upstream.UnsupportedVersion, match="_handle_get_request"):
         mcp_fixes.contain_session_errors()
 
@@ -298,7 +301,7 @@ def test_every_patch_site_in_the_package_is_declared():
             if site not in _declared_sites():
                 undeclared.append(f"{site} ({path.name}): {'; '.join(touches)}")
     assert not undeclared, (
-        "these change another package's objects but no row of aworld_train.aworld.patch_table "
+        "these change another package's objects but no row of aworld_train.core.patch_table "
         "names them in its sites: declare each (target, version, fingerprint, why):\n" + "\n".join(undeclared)
     )
 

@@ -14,8 +14,8 @@ import contextlib
 import logging
 import time
 
-from aworld_train.aworld.patch_table import AWORLD_VERSION, LIBRARY_PATCHES
-from aworld_train.env.upstream import UnsupportedVersion, check_version, guard  # noqa: F401 (apply raises it)
+from aworld_train.core.patch_table import AWORLD_VERSION, LIBRARY_PATCHES
+from aworld_train.core.upstream import UnsupportedVersion, check_version, guard  # noqa: F401 (apply raises it)
 
 _BUNDLED_VOCABS = {"openai", "qwen"}
 

@@ -6,7 +6,7 @@ installed release no longer has that source, the patch may no longer fit it: `ch
 ones (tests/test_patches.py fails on them) and `guard` refuses to patch at all.
 
 Kept in env/ because the tool servers patch mcp too and may import only this layer; the AWorld
-layer's table (aworld_train.aworld.patch_table) uses the same `Patch`.
+layer's table (aworld_train.core.patch_table) uses the same `Patch`.
 """
 
 from __future__ import annotations

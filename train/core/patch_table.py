@@ -8,13 +8,12 @@ and, through `upstream.guard`, an mcp or loguru whose patched sources changed (t
 guard theirs in env/mcp_fixes.py).
 
 To change a patch: re-read the upstream source it names, change the patch, then set its
-fingerprint to `aworld_train.env.upstream.fingerprint(target)` on the release it now fits.
+fingerprint to `aworld_train.core.upstream.fingerprint(target)` on the release it now fits.
 """
 
 from __future__ import annotations
 
-from aworld_train.env import mcp_fixes
-from aworld_train.env.upstream import COPIES, RELIES_ON, REPLACES, WRAPS, Patch
+from aworld_train.core.upstream import COPIES, RELIES_ON, REPLACES, WRAPS, Patch
 
 # the releases the rows below were read against
 AWORLD_VERSION = "0.3.2"
@@ -299,4 +298,21 @@ ENGINE_PATCHES: tuple[Patch, ...] = (
 )
 
 # the one table: this layer's patches, and those the tool servers declare in env/
-PATCHES: tuple[Patch, ...] = AWORLD_PATCHES + LIBRARY_PATCHES + ENGINE_PATCHES + mcp_fixes.PATCHES
+# the tool servers' own (env/mcp_fixes.py guards them where the servers run)
+SERVER_PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "mcp.server.streamable_http.StreamableHTTPServerTransport._handle_get_request",
+        "mcp",
+        "1.30.0",
+        "8f6eb97823f9eb435e17bf1be6755ae5ff50bc7ac98800bc668aa0f0043e2f87",
+        RELIES_ON,
+        (
+            "aworld_train.env.mcp_fixes.quiet_closed_streams",
+            "aworld_train.env.mcp_fixes._ClosedStandaloneStream.filter",
+        ),
+        'its "Error in standalone SSE writer" record for a closed GET stream cost ~80 ms of CPU an episode',
+    ),
+)
+
+
+PATCHES: tuple[Patch, ...] = AWORLD_PATCHES + LIBRARY_PATCHES + ENGINE_PATCHES + SERVER_PATCHES
