@@ -27,9 +27,9 @@ async def run_episodes(
     repeats whatever order episodes finish in and whatever batch their calls share.
     With `rollout.workers` > 1 the episodes run in that many worker processes (workers.py).
     """
-    if runtime.rollout.workers > 1:
+    if runtime.settings.workers > 1:
         return await run_in_workers(agent, tasks, runtime, reward, samples_per_task, on_done, seed)
-    limit = asyncio.Semaphore(runtime.rollout.concurrency)
+    limit = asyncio.Semaphore(runtime.settings.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 
     async def one(task: Task, k: int) -> Trajectory:

@@ -77,7 +77,7 @@ class Episode:
         self.seed = seed  # fixes the sampling of every policy call (see derive_seed)
         self.task = task
         self.runtime = runtime
-        self.cfg = runtime.rollout
+        self.settings = runtime.settings
         self.reward = reward
         self.id = episode_id or uuid.uuid4().hex
         self.roles = {role.name: role for role in agent.roles()}
@@ -116,7 +116,7 @@ class Episode:
     def _arm_watchdog(self) -> None:
         loop = asyncio.get_running_loop()
         self._watchdog = loop.call_later(
-            self.cfg.tool_timeout_s, lambda: loop.create_task(self._tool_no_answer())
+            self.settings.tool_timeout_s, lambda: loop.create_task(self._tool_no_answer())
         )
 
     def _disarm_watchdog(self) -> None:
@@ -131,7 +131,7 @@ class Episode:
                 "tool_server_down", f"MCP server(s) {', '.join(down)} stopped answering during a tool call"
             )
         else:
-            self._end("tool_timeout", f"a tool call got no result within {self.cfg.tool_timeout_s:g}s")
+            self._end("tool_timeout", f"a tool call got no result within {self.settings.tool_timeout_s:g}s")
 
     def _server_urls(self) -> list[tuple[str, str]]:
         servers = (self.agent.mcp_config.get("mcpServers") or {}).items()
@@ -209,7 +209,7 @@ class Episode:
         """CallRefused for a call whose text is longer than max_total_tokens could hold even at the
         vocabulary's longest token (413), or whose token ids are outside the vocabulary (400)."""
         tokenizer = self.runtime.renderer.tokenizer
-        budget = self.cfg.max_total_tokens
+        budget = self.settings.max_total_tokens
         if isinstance(prompt, list):
             vocabulary = len(tokenizer)
             bad = next((i for i, t in enumerate(prompt) if not 0 <= t < vocabulary), None)
@@ -280,10 +280,10 @@ class Episode:
             return await self._hold()
         self._callers.add(role.name)
         self._turn_calls += 1
-        if self._turn_calls > self.cfg.max_turns:
+        if self._turn_calls > self.settings.max_turns:
             self._end("max_turns")
             return await self._hold()
-        if role.name in self.cfg.agent_endpoints:
+        if role.name in self.settings.agent_endpoints:
             return await self._complete_elsewhere(messages, tools, role)
         self.check_call(role.name, messages=messages, tools=tools)
         async with self._ledger_lock(role):
@@ -335,31 +335,35 @@ class Episode:
     ) -> list[Generation] | None:
         """The policy's choices for the next call of `role` on `prompt_ids`, the call counted as a
         turn; None if a limit ended the episode."""
-        if first_prompt and self.cfg.max_prompt_tokens and len(prompt_ids) > self.cfg.max_prompt_tokens:
+        if (
+            first_prompt
+            and self.settings.max_prompt_tokens
+            and len(prompt_ids) > self.settings.max_prompt_tokens
+        ):
             # never cut the prompt: a left-truncated prompt is not what the ledger holds
             self._end(
                 "prompt_too_long",
-                f"the first prompt of agent {role.name!r} has {len(prompt_ids)} tokens, over max_prompt_tokens={self.cfg.max_prompt_tokens}",
+                f"the first prompt of agent {role.name!r} has {len(prompt_ids)} tokens, over max_prompt_tokens={self.settings.max_prompt_tokens}",
             )
             return None
-        budget = self.cfg.max_total_tokens - len(prompt_ids)
-        if self.cfg.max_response_tokens is not None:
+        budget = self.settings.max_total_tokens - len(prompt_ids)
+        if self.settings.max_response_tokens is not None:
             first = ledger.segments[0]
             used = len(ledger) - len(first.prompt_ids) if len(ledger.segments) == 1 else len(ledger)
-            budget = min(budget, self.cfg.max_response_tokens - used)
+            budget = min(budget, self.settings.max_response_tokens - used)
         if budget <= 0:
             self._end(
                 "truncated",
-                f"no tokens left (max_total_tokens={self.cfg.max_total_tokens}, "
-                f"max_response_tokens={self.cfg.max_response_tokens})",
+                f"no tokens left (max_total_tokens={self.settings.max_total_tokens}, "
+                f"max_response_tokens={self.settings.max_response_tokens})",
             )
             return None
         seed = self.seed if self.seed is not None else options.seed
         sampling = SamplingParams(
-            max_new_tokens=min(self.cfg.max_new_tokens, budget, options.max_tokens or budget),
-            temperature=self.cfg.temperature,
-            top_p=self.cfg.top_p,
-            top_k=self.cfg.top_k,
+            max_new_tokens=min(self.settings.max_new_tokens, budget, options.max_tokens or budget),
+            temperature=self.settings.temperature,
+            top_p=self.settings.top_p,
+            top_k=self.settings.top_k,
             seed=None if seed is None else derive_seed(seed, self.traj.num_turns),
         )
         gens = await self._generate(prompt_ids, sampling, options)
@@ -381,7 +385,7 @@ class Episode:
     ) -> list[Reply]:
         self._callers.add(role.name)
         self._turn_calls += 1
-        if self._turn_calls > self.cfg.max_turns:
+        if self._turn_calls > self.settings.max_turns:
             self._end("max_turns")
             return await self._hold()
         self.check_call(role.name, prompt=prompt)
@@ -491,7 +495,7 @@ class Episode:
     ) -> Reply:
         """An agent of `rollout.agent_endpoints`: its endpoint answers, outside every ledger."""
         if role.name not in self._external:
-            self._external[role.name] = ExternalAgent(self.cfg.agent_endpoints[role.name])
+            self._external[role.name] = ExternalAgent(self.settings.agent_endpoints[role.name])
         reply = await self._external[role.name].complete(messages, tools)
         turn = self.traj.num_turns
         self.traj.num_turns += 1
@@ -562,13 +566,13 @@ class Episode:
         """
         while True:
             now = time.perf_counter()
-            wall_left = self._started + self.cfg.episode_wall_timeout_s - now
+            wall_left = self._started + self.settings.episode_wall_timeout_s - now
             if wall_left <= 0:
-                return f"episode_wall_timeout_s={self.cfg.episode_wall_timeout_s:g} passed"
-            agent_left = self.cfg.episode_timeout_s - self._agent_s(now)
+                return f"episode_wall_timeout_s={self.settings.episode_wall_timeout_s:g} passed"
+            agent_left = self.settings.episode_timeout_s - self._agent_s(now)
             if agent_left <= 0:
                 return (
-                    f"episode_timeout_s={self.cfg.episode_timeout_s:g} of agent and tool time passed "
+                    f"episode_timeout_s={self.settings.episode_timeout_s:g} of agent and tool time passed "
                     f"(time waiting for or inside the policy, {self._policy_s:.1f}s, not counted)"
                 )
             done, _ = await asyncio.wait(
@@ -578,7 +582,7 @@ class Episode:
                 return None
 
     async def _run_turns(self) -> None:
-        run = self._run = self.agent.start(self, self.id, self.task, self.cfg.max_turns)
+        run = self._run = self.agent.start(self, self.id, self.task, self.settings.max_turns)
         for user_turn, turn_text in enumerate(self.task.user_turns):
             self._user_turn = user_turn
             self.traj.user_turns = user_turn + 1

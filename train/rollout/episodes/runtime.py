@@ -16,14 +16,14 @@ class RolloutRuntime:
     policy: PolicyClient
     renderer: ChatRenderer
     stop_token_ids: list[int]
-    rollout: RolloutSettings
+    settings: RolloutSettings
     # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
     pool: Any = field(default=None, repr=False, compare=False)
 
     @property
     def calls(self) -> CallFormat:
         """How the policy's tool calls are read: `rollout.tool_parser` resolved for the chat template."""
-        return self.renderer.call_format(self.rollout.tool_parser)
+        return self.renderer.call_format(self.settings.tool_parser)
 
     def close(self) -> None:
         """End the worker processes, if any; a later batch starts new ones."""

@@ -63,7 +63,7 @@ class _Worker:
         outbox_out, outbox_in = context.Pipe(duplex=False)
         self.process = context.Process(
             target=_worker_main,
-            args=(wid, runtime.renderer, runtime.stop_token_ids, runtime.rollout, inbox_out, outbox_in),
+            args=(wid, runtime.renderer, runtime.stop_token_ids, runtime.settings, inbox_out, outbox_in),
             name=f"aworld-train-rollout-{wid}",
             daemon=True,
         )
@@ -228,7 +228,7 @@ async def run_in_workers(
 ) -> list[Trajectory]:
     """`run_episodes` over `rollout.workers` processes; same results, in task order."""
     if runtime.pool is None:
-        runtime.pool = WorkerPool(runtime, runtime.rollout.workers)
+        runtime.pool = WorkerPool(runtime, runtime.settings.workers)
     pool: WorkerPool = runtime.pool
     batch = _Batch(
         [
@@ -237,7 +237,7 @@ async def run_in_workers(
             for k in range(samples_per_task)
         ]
     )
-    share = max(1, math.ceil(runtime.rollout.concurrency / pool.size))
+    share = max(1, math.ceil(runtime.settings.concurrency / pool.size))
     for worker in list(pool.workers):
         if not worker.process.is_alive():  # died since the last batch
             pool.replace(worker)
