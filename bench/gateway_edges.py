@@ -169,7 +169,7 @@ async def agent_main() -> None:
 
 # -- the trainer side ----------------------------------------------------------------------------
 async def bench(args, out: Path) -> int:
-    from aworld_train.rollout.episodes import episode as episode_module
+    from aworld_train.rollout.episodes import llm_call
     from aworld_train.rollout.episodes.batch import run_episodes
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.settings import RolloutSettings
@@ -181,7 +181,7 @@ async def bench(args, out: Path) -> int:
     from aworld_train.rollout.tokens.stops import stop_token_ids
 
     if args.on_loop:  # every prompt tokenized on the episodes' loop, as before the thread
-        episode_module._THREAD_CHARS = float("inf")
+        llm_call._THREAD_CHARS = float("inf")
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     policy = ScriptedPolicy(tokenizer, lambda ids: "ok", tokenizer.convert_tokens_to_ids("<|im_end|>"))
     agent = ProcessAgent(name="edges", command=[sys.executable, __file__, "--agent"], env={OUT: str(out)})

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 from chat_families import ALL_CASES, CASES, Case, case_tokenizer, require_templates
 
-from aworld_train.rollout.episodes.episode import sampled_text, visible_text
+from aworld_train.rollout.episodes.llm_call import sampled_text, visible_text
 from aworld_train.rollout.policies.client import Generation
 from aworld_train.rollout.tokens.chat import ChatRenderer
 from aworld_train.rollout.tokens.ledger import TokenLedger

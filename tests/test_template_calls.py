@@ -17,7 +17,8 @@ import pytest
 from chat_families import CASES, TEMPLATES, case_tokenizer, require_templates, vocab_tokenizer
 
 from aworld_train.rollout.episodes.driver import AgentRole
-from aworld_train.rollout.episodes.episode import Episode, sampled_text
+from aworld_train.rollout.episodes.episode import Episode
+from aworld_train.rollout.episodes.llm_call import sampled_text
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task
