@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("agentgym")
@@ -65,15 +65,14 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
 
 
 def build_agent(url: str | None = None, provider: str = "aworld_train", env: str = "textcraft"):
-    return one_server_agent(
-        name=f"agentgym_{env}_agent",
-        desc=f"Solves AgentGym {env} tasks by acting in the environment",
-        system_prompt=SYSTEM_PROMPT + (TEXTCRAFT_HINT if env == "textcraft" else ""),
-        server="agentgym",
-        mcp_config=mcp_config(url),
-        provider=provider,
-        few_shot=TEXTCRAFT_FEW_SHOT if env == "textcraft" else None,
+    textcraft = env == "textcraft"
+    text = AgentText(
+        f"agentgym_{env}_agent",
+        f"Solves AgentGym {env} tasks by acting in the environment",
+        SYSTEM_PROMPT + (TEXTCRAFT_HINT if textcraft else ""),
+        TEXTCRAFT_FEW_SHOT if textcraft else None,
     )
+    return one_server_agent(text, mcp_config(url), provider)
 
 
 def build_textcraft_agent(url: str | None = None, provider: str = "aworld_train"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("bfcl")
@@ -20,12 +20,10 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
     return streamable_http("bfcl", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
+AGENT = AgentText(
+    "bfcl_agent", "Completes multi-turn BFCL requests with the entry's functions", SYSTEM_PROMPT
+)
+
+
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    return one_server_agent(
-        name="bfcl_agent",
-        desc="Completes multi-turn BFCL requests with the entry's functions",
-        system_prompt=SYSTEM_PROMPT,
-        server="bfcl",
-        mcp_config=mcp_config(url),
-        provider=provider,
-    )
+    return one_server_agent(AGENT, mcp_config(url), provider)

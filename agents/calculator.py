@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("calculator")
@@ -42,13 +42,10 @@ def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
     return streamable_http("calculator", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
+AGENT = AgentText(
+    "calculator_agent", "Answers arithmetic questions with the calculator tool", SYSTEM_PROMPT, FEW_SHOT
+)
+
+
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    return one_server_agent(
-        name="calculator_agent",
-        desc="Answers arithmetic questions with the calculator tool",
-        system_prompt=SYSTEM_PROMPT,
-        server="calculator",
-        mcp_config=mcp_config(url),
-        provider=provider,
-        few_shot=FEW_SHOT,
-    )
+    return one_server_agent(AGENT, mcp_config(url), provider)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
 
 URL_VARIABLE = url_variable("four-tools")
@@ -69,13 +69,13 @@ def mcp_config(url: str | None = None, timeout_s: float = 30.0) -> dict:
     return streamable_http("four-tools", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
+AGENT = AgentText(
+    "four_tools_agent",
+    "Answers with calculator, weather, search and clock tools when they are needed",
+    SYSTEM_PROMPT,
+    FEW_SHOT,
+)
+
+
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    return one_server_agent(
-        name="four_tools_agent",
-        desc="Answers with calculator, weather, search and clock tools when they are needed",
-        system_prompt=SYSTEM_PROMPT,
-        server="four-tools",
-        mcp_config=mcp_config(url),
-        provider=provider,
-        few_shot=FEW_SHOT,
-    )
+    return one_server_agent(AGENT, mcp_config(url), provider)

@@ -3,6 +3,7 @@ one such server that most ready builders are."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -20,28 +21,29 @@ def streamable_http(name: str, url: str, timeout_s: float, headers: dict[str, st
     return {"mcpServers": {name: server}}
 
 
-def one_server_agent(
-    *,
-    name: str,
-    desc: str,
-    system_prompt: str,
-    server: str,
-    mcp_config: dict,
-    provider: str,
-    few_shot: list[dict[str, Any]] | None = None,
-):
-    """An AWorld agent on the one MCP server `server`, its LLM calls through `provider`; its worked
-    examples (`few_shot`, real chat turns) are read by aworld-train's agent spec."""
+@dataclass(frozen=True)
+class AgentText:
+    """What an agent says about itself: its name, description, system prompt and worked examples
+    (real chat turns, read by aworld-train's agent spec)."""
+
+    name: str
+    desc: str
+    system_prompt: str
+    few_shot: list[dict[str, Any]] | None = None
+
+
+def one_server_agent(text: AgentText, mcp_config: dict, provider: str):
+    """An AWorld agent on the one MCP server of `mcp_config`, its LLM calls through `provider`."""
     from aworld_train.aworld.framework import Agent, AgentConfig
 
     agent = Agent(
-        name=name,
-        desc=desc,
-        system_prompt=system_prompt,
+        name=text.name,
+        desc=text.desc,
+        system_prompt=text.system_prompt,
         mcp_config=mcp_config,
-        mcp_servers=[server],
+        mcp_servers=list(mcp_config["mcpServers"]),
         conf=AgentConfig(llm_provider=provider),
     )
-    if few_shot:
-        agent.few_shot = few_shot
+    if text.few_shot:
+        agent.few_shot = text.few_shot
     return agent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aworld_train.agents.mcp_config import env_url, one_server_agent, streamable_http
+from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
 from aworld_train.env.toolbench.data import SYSTEM_PROMPT
 
@@ -15,12 +15,10 @@ def mcp_config(url: str | None = None, timeout_s: float = 60.0) -> dict:
     return streamable_http("toolbench", url or env_url(URL_VARIABLE, DEFAULT_URL), timeout_s)
 
 
+AGENT = AgentText(
+    "toolbench_agent", "Solves ToolBench queries with the task's APIs and ends with Finish", SYSTEM_PROMPT
+)
+
+
 def build_agent(url: str | None = None, provider: str = "aworld_train"):
-    return one_server_agent(
-        name="toolbench_agent",
-        desc="Solves ToolBench queries with the task's APIs and ends with Finish",
-        system_prompt=SYSTEM_PROMPT,
-        server="toolbench",
-        mcp_config=mcp_config(url),
-        provider=provider,
-    )
+    return one_server_agent(AGENT, mcp_config(url), provider)

@@ -77,6 +77,7 @@ class Episode:
         self._callers: set[str] = set()  # agents that have called their LLM
         self.traj = Trajectory(episode_id=self.id, task_id=task.id, ground_truth=task.ground_truth)
         self.calls = LLMCalls(runtime, self.roles, self.traj, self.id, seed)  # serves the LLM calls
+        self.check_call = self.calls.check_call  # the endpoint's check of a call, before it is taken
         self._ended = asyncio.Event()
         self._turn_calls = 0
         self._watchdog: asyncio.TimerHandle | None = None
@@ -182,16 +183,6 @@ class Episode:
             # provider error: end the episode here, with the real cause.
             self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
             return await self._hold()
-
-    def check_call(
-        self,
-        agent: str = "",
-        messages: list[dict[str, Any]] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        prompt: str | list[int] | None = None,
-    ) -> None:
-        """CallRefused for a call this episode cannot take (`LLMCalls.check_call`)."""
-        self.calls.check_call(agent, messages=messages, tools=tools, prompt=prompt)
 
     def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
         self.traj.reported_reward = float(reward)

@@ -76,23 +76,6 @@ class Trajectory:
     # the token files keep it, so a viewer can render the conversation afresh and show the drift
     prompt_inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    # The single-segment view most consumers want; multi-segment episodes use `segments`.
-    @property
-    def prompt_ids(self) -> list[int]:
-        return self.segments[0].prompt_ids if self.segments else []
-
-    @property
-    def response_ids(self) -> list[int]:
-        return self.segments[0].response_ids if self.segments else []
-
-    @property
-    def response_mask(self) -> list[int]:
-        return self.segments[0].response_mask if self.segments else []
-
-    @property
-    def response_logprobs(self) -> list[float]:
-        return self.segments[0].response_logprobs if self.segments else []
-
     def trainable(self, train_on_malformed: bool = False) -> bool:
         if self.status in FAILED_STATUSES:
             return False

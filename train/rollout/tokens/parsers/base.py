@@ -1,10 +1,11 @@
 """What every tool-call parser shares: the parsed call, the parser protocol, the registry its
-modules add themselves to (`register`), and helpers for JSON and bare-text arguments."""
+modules add themselves to (`register`), reading a turn's call blocks (`calls_from_blocks`), and
+helpers for JSON and bare-text arguments."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,3 +113,25 @@ def typed_value(raw: str, kind: Any) -> Any:
 
 def arguments_text(args: dict[str, Any]) -> str:
     return json.dumps(args, ensure_ascii=False)
+
+
+def calls_from_blocks(
+    text: str,
+    start: int,
+    blocks: Iterable[Any],
+    read: Callable[[Any], ParsedCall],
+    shown: Callable[[Any], str] = str,
+    without_call: str | None = None,
+) -> ParseResult:
+    """A turn whose calls begin at `start`: the text before it as content, each of `blocks` read
+    into a call by `read`; a block `read` refuses (ValueError, JSON's errors among them) is an
+    error naming it (`shown`), and with `without_call` so is a turn that opened calls and held none."""
+    result = ParseResult(content=text[:start].strip())
+    for block in blocks:
+        try:
+            result.calls.append(read(block))
+        except ValueError as exc:
+            result.errors.append(f"{exc}: {shown(block)[:200]!r}")
+    if without_call is not None and not result.calls and not result.errors:
+        result.errors.append(f"{without_call}: {text[start : start + 200]!r}")
+    return result

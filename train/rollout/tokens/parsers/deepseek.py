@@ -8,7 +8,13 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, json_arguments, register
+from aworld_train.rollout.tokens.parsers.base import (
+    ParsedCall,
+    ParseResult,
+    calls_from_blocks,
+    json_arguments,
+    register,
+)
 
 CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 CALLS_END = "<｜tool▁calls▁end｜>"
@@ -29,23 +35,19 @@ class DeepSeekParser:
             start = text.find(CALL_BEGIN)
         if start < 0:
             return ParseResult(content=text.strip())
-        result = ParseResult(content=text[:start].strip())
-        for raw in _CALL.findall(text[start:]):
-            try:
-                if SEP not in raw:
-                    raise ValueError("a call without <｜tool▁sep｜>")
-                left, right = raw.split(SEP, 1)
-                fenced = _FENCE.match(right) if left.strip() == "function" else None
-                if fenced:  # V3 / R1: function<｜tool▁sep｜>NAME\n```json\n{...}\n```
-                    name, args = fenced.group(1).strip(), fenced.group(2)
-                else:
-                    name, args = left.strip(), right.strip()
-                result.calls.append(ParsedCall(name, json_arguments(args)))
-            except (ValueError, json.JSONDecodeError) as exc:
-                result.errors.append(f"{exc}: {raw[:200]!r}")
-        if not result.calls and not result.errors:
-            result.errors.append(f"tool-call tokens without a call: {text[start : start + 200]!r}")
-        return result
+
+        def read(raw: str) -> ParsedCall:
+            if SEP not in raw:
+                raise ValueError("a call without <｜tool▁sep｜>")
+            left, right = raw.split(SEP, 1)
+            fenced = _FENCE.match(right) if left.strip() == "function" else None
+            if fenced:  # V3 / R1: function<｜tool▁sep｜>NAME\n```json\n{...}\n```
+                return ParsedCall(fenced.group(1).strip(), json_arguments(fenced.group(2)))
+            return ParsedCall(left.strip(), json_arguments(right.strip()))
+
+        return calls_from_blocks(
+            text, start, _CALL.findall(text[start:]), read, without_call="tool-call tokens without a call"
+        )
 
     def format(self, content: str, calls: list[ParsedCall]) -> str:
         if not calls:

@@ -11,6 +11,7 @@ from typing import Any
 from aworld_train.rollout.tokens.parsers.base import (
     ParsedCall,
     ParseResult,
+    calls_from_blocks,
     parameter_types,
     register,
     typed_value,
@@ -28,16 +29,17 @@ class Glm45Parser:
         blocks = _CALL.findall(text)
         if not blocks:
             return ParseResult(content=text.strip())
-        result = ParseResult(content=text[: text.index("<tool_call>")].strip())
-        for raw in blocks:
+
+        def read(raw: str) -> ParsedCall:
             name = raw.split("<arg_key>", 1)[0].strip()
             if not name or "\n" in name:
-                result.errors.append(f"no function name in the tool call: {raw[:200]!r}")
-                continue
+                raise ValueError("no function name in the tool call")
             types = parameter_types(tools, name)
-            args = {k.strip(): typed_value(v, types.get(k.strip())) for k, v in _PAIR.findall(raw)}
-            result.calls.append(ParsedCall(name, args))
-        return result
+            return ParsedCall(
+                name, {k.strip(): typed_value(v, types.get(k.strip())) for k, v in _PAIR.findall(raw)}
+            )
+
+        return calls_from_blocks(text, text.index("<tool_call>"), blocks, read)
 
     def format(self, content: str, calls: list[ParsedCall]) -> str:
         parts = [content] if content else []

@@ -9,7 +9,13 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, call_from_object, register
+from aworld_train.rollout.tokens.parsers.base import (
+    ParsedCall,
+    ParseResult,
+    call_from_object,
+    calls_from_blocks,
+    register,
+)
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
@@ -31,13 +37,9 @@ class HermesParser:
         blocks = _TAGGED.findall(text)
         if not blocks:
             return self._untagged(text)
-        result = ParseResult(content=text[: text.index("<tool_call>")].strip())
-        for raw in blocks:
-            try:
-                result.calls.append(call_from_object(json.loads(raw)))
-            except (ValueError, json.JSONDecodeError) as exc:
-                result.errors.append(f"{exc}: {raw[:200]!r}")
-        return result
+        return calls_from_blocks(
+            text, text.index("<tool_call>"), blocks, lambda raw: call_from_object(json.loads(raw))
+        )
 
     def _untagged(self, text: str) -> ParseResult:
         return ParseResult(content=text.strip())

@@ -8,7 +8,13 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, json_arguments, register
+from aworld_train.rollout.tokens.parsers.base import (
+    ParsedCall,
+    ParseResult,
+    calls_from_blocks,
+    json_arguments,
+    register,
+)
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -40,15 +46,14 @@ class KimiK2Parser:
         start = text.find(SECTION_BEGIN)
         if start < 0:
             return ParseResult(content=text.strip())
-        result = ParseResult(content=text[:start].strip())
-        for call_id, args in _CALL.findall(text[start:]):
-            try:
-                result.calls.append(ParsedCall(name_of(call_id), json_arguments(args.strip()), call_id))
-            except (ValueError, json.JSONDecodeError) as exc:
-                result.errors.append(f"{exc}: {args[:200]!r}")
-        if not result.calls and not result.errors:
-            result.errors.append(f"a call section without a call: {text[start : start + 200]!r}")
-        return result
+        return calls_from_blocks(
+            text,
+            start,
+            _CALL.findall(text[start:]),
+            lambda block: ParsedCall(name_of(block[0]), json_arguments(block[1].strip()), block[0]),
+            shown=lambda block: block[1],
+            without_call="a call section without a call",
+        )
 
     def format(self, content: str, calls: list[ParsedCall]) -> str:
         if not calls:

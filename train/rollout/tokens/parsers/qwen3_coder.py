@@ -11,6 +11,7 @@ from typing import Any
 from aworld_train.rollout.tokens.parsers.base import (
     ParsedCall,
     ParseResult,
+    calls_from_blocks,
     parameter_types,
     register,
     typed_value,
@@ -42,20 +43,20 @@ class Qwen3CoderParser:
         blocks = _CALL.findall(text)
         if not blocks:
             return ParseResult(content=text.strip())
-        result = ParseResult(content=text[: text.index("<tool_call>")].strip())
-        for raw in blocks:
+
+        def read(raw: str) -> ParsedCall:
             function = _FUNCTION.search(raw)
             if function is None:
-                result.errors.append(f"no <function=...> in the tool call: {raw[:200]!r}")
-                continue
+                raise ValueError("no <function=...> in the tool call")
             name = function.group(1).strip()
             types = parameter_types(tools, name)
             args = {
                 key.strip(): typed_value(_strip_one_newline(value), types.get(key.strip()))
                 for key, value in _PARAMETER.findall(function.group(2))
             }
-            result.calls.append(ParsedCall(name, args))
-        return result
+            return ParsedCall(name, args)
+
+        return calls_from_blocks(text, text.index("<tool_call>"), blocks, read)
 
     def format(self, content: str, calls: list[ParsedCall]) -> str:
         blocks = []
