@@ -38,7 +38,7 @@ def _coordinator_example(question: str, expression: str, answer: str, call_id: s
     ]
 
 
-def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], provider: str):
+def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], *, provider: str):
     """A trained agent of the team with its few-shot turns (read by aworld-train's agent spec)."""
     from aworld_train.aworld.framework import Agent, AgentConfig
 
@@ -56,7 +56,7 @@ def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
         "Rewrites an arithmetic question as its expression",
         PLANNER_PROMPT,
         [turn for q, e, _ in EXAMPLES for turn in _planner_example(q, e)],
-        provider,
+        provider=provider,
     )
     solver = calculator.build_agent(url, provider)
     return SWARM_CLASSES["workflow"](planner, solver, name="calculator_pipeline")
@@ -75,7 +75,7 @@ def build_team(url: str | None = None, provider: str = "aworld_train"):
             for i, (q, e, a) in enumerate(EXAMPLES)
             for turn in _coordinator_example(q, e, a, f"example_{i + 1}")
         ],
-        provider,
+        provider=provider,
     )
     solver = calculator.build_agent(url, provider)
     return SWARM_CLASSES["team"](coordinator, solver, name="calculator_team")

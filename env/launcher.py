@@ -117,6 +117,7 @@ def spawn_server(
     port: int = 0,
     host: str = "127.0.0.1",
     log_path: str | Path | None = None,
+    *,
     env: dict[str, str] | None = None,
     die_with_parent: bool = False,
 ) -> RunningServer:
@@ -162,11 +163,12 @@ def start_server(
     port: int = 0,
     host: str = "127.0.0.1",
     log_path: str | Path | None = None,
+    *,
     startup_timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
     die_with_parent: bool = False,
 ) -> RunningServer:
     """Start server `name` over streamable HTTP and wait until it accepts connections."""
     return wait_until_listening(
-        spawn_server(name, port, host, log_path, env, die_with_parent), startup_timeout_s
+        spawn_server(name, port, host, log_path, env=env, die_with_parent=die_with_parent), startup_timeout_s
     )

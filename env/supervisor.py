@@ -157,7 +157,7 @@ class ServerSupervisor:
                     if self._stopping.is_set():
                         raise RuntimeError("the run stopped first")
                     spawned = spawn_server(
-                        old.name, old.port, old.host, old.log_path, watched.env, die_with_parent=True
+                        old.name, old.port, old.host, old.log_path, env=watched.env, die_with_parent=True
                     )
                     watched.running = spawned
                     wait_until_listening(spawned, self.STARTUP_TIMEOUT_S)

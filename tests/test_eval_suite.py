@@ -188,7 +188,13 @@ def test_two_local_checkpoints_under_fixed_seeds(tmp_path, tiny_model_dir, calcu
     tasks = load_tasks("examples/calculator/test.jsonl")[:2]
     reward = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
     suite = run_suite(
-        cfg, calculator_spec, tasks, reward, tmp_path / "eval", tmp_path / "all.jsonl", show_progress=False
+        cfg,
+        calculator_spec,
+        tasks,
+        reward,
+        out_dir=tmp_path / "eval",
+        trajectories_path=tmp_path / "all.jsonl",
+        show_progress=False,
     )
     labels = [r.label for r in suite.results]
     assert labels == [tiny_model_dir.name, "run/step_000003"]
@@ -273,8 +279,9 @@ def test_eval_against_a_policy_that_answers_in_text_is_refused_before_anything_s
 ):
     """An endpoint that returns token text instead of ids (an unreachable one is in
     test_bad_inputs.py's table): refused with the reason before any server starts or tokenizer loads."""
-    from aworld_train import cli, models
     from aworld_train.env import launcher
+    from aworld_train.facade import cli
+    from aworld_train.rollout.policies import models
 
     def refuse(*args, **kwargs):
         raise AssertionError("a server or tokenizer started before the endpoint was checked")

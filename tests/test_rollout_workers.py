@@ -57,17 +57,21 @@ async def test_two_workers_give_the_trajectories_of_one_process(
 ):
     spec = calculator_spec.model_copy(update={"few_shot": []})
     local = await run_episodes(
-        spec, tasks, make_runtime(ScriptedPolicy(tokenizer, calculator_script(tokenizer), im_end)), REWARD, 2
+        spec,
+        tasks,
+        make_runtime(ScriptedPolicy(tokenizer, calculator_script(tokenizer), im_end)),
+        REWARD,
+        samples_per_task=2,
     )
     policy = ScriptedPolicy(tokenizer, calculator_script(tokenizer), im_end)
     runtime = make_runtime(policy, workers=2, concurrency=4)
     seen = []
     try:
-        remote = await run_episodes(spec, tasks, runtime, REWARD, 2, on_done=seen.append)
+        remote = await run_episodes(spec, tasks, runtime, REWARD, samples_per_task=2, on_done=seen.append)
         pool = runtime.pool
         assert pool is not None and pool.size == 2
         # a second batch reuses the same processes
-        again = await run_episodes(spec, tasks[:1], runtime, REWARD, 1)
+        again = await run_episodes(spec, tasks[:1], runtime, REWARD, samples_per_task=1)
         assert runtime.pool is pool and [t.status for t in again] == ["ok"]
     finally:
         runtime.close()

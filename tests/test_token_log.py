@@ -138,7 +138,7 @@ def test_verls_workers_write_a_group_once_its_last_episode_ends(tmp_path):
 
     def add(uid, split="train", n=2):
         kwargs = {"uid": uid, "global_steps": 3, "extra_info": {"split": split}}
-        asyncio.run(record_episode(writer, kwargs, team_episode(), steps, n, 1))
+        asyncio.run(record_episode(writer, kwargs, team_episode(), steps, train_n=n, val_n=1))
 
     def rows(set_name):
         return [

@@ -209,6 +209,7 @@ def build_swarm(
     llm_for: Callable[[str], dict[str, Any]],
     episode_id: str | None = None,
     task_id: str | None = None,
+    *,
     env: dict[str, str] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The AWorld swarm `spec` came from, and its agents by name. `llm_for(name)` gives each agent's

@@ -77,6 +77,7 @@ def fill(
     derived: list[Derived],
     inputs: RunInputs,
     section: str,
+    *,
     same=lambda given, value, key: same_value(given, value),
 ) -> dict[str, Any]:
     """A copy of `native` with every blank filled from `derived`; contradictions raise ConfigError."""
@@ -125,6 +126,7 @@ def launch_run(
     inputs: RunInputs,
     resume_overrides: list[str],
     resume: bool,
+    *,
     refuse: Callable[[RenderedRun], None] | None = None,
 ) -> dict[str, Any]:
     """Start the config's MCP servers, render the run folder, make `run`'s checks against those

@@ -285,6 +285,7 @@ def run_suite(
     spec: Spec,
     tasks: list[Task],
     reward: RewardFunction,
+    *,
     out_dir: str | Path,
     trajectories_path: str | Path | None = None,
     on_report: Callable[[str, int, EvalReport], None] | None = None,
@@ -318,10 +319,10 @@ def run_suite(
                             policy,
                             tasks,
                             f"{label} seed {seed}",
-                            show_progress,
-                            ev.k,
-                            seed,
-                            closer,
+                            show_progress=show_progress,
+                            k=ev.k,
+                            seed=seed,
+                            closer=closer,
                         )
                     )
                     result.reports[seed] = report
@@ -376,7 +377,7 @@ def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
     )
 
 
-async def _evaluate(runner, policy, tasks, description, show_progress, k, seed, closer) -> EvalReport:
+async def _evaluate(runner, policy, tasks, description, *, show_progress, k, seed, closer) -> EvalReport:
     try:
         return await evaluate(
             runner, policy, tasks, description, show_progress, samples_per_task=k, seed=seed

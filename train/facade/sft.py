@@ -32,7 +32,9 @@ def build_samples(cfg: TrainConfig) -> SFTData:
     renderer = ChatRenderer(
         tokenizer, tool_block=cfg.rollout.tool_block, template_kwargs=cfg.rollout.chat_template_kwargs
     )
-    data = sft_samples(records, renderer, stop_id, sft.only_correct, sft.min_reward, sft.max_length)
+    data = sft_samples(
+        records, renderer, stop_id, sft.only_correct, min_reward=sft.min_reward, max_length=sft.max_length
+    )
     vocab = len(tokenizer)
     if any(i >= vocab for s in data.samples for i in s.ids):
         raise DatasetError(

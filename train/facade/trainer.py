@@ -158,7 +158,7 @@ class AgentTrainer:
             self.spec,
             self.test_tasks,
             self.reward,
-            out_dir or ev.out_dir or self.run_dir / "eval",
+            out_dir=out_dir or ev.out_dir or self.run_dir / "eval",
             trajectories_path=output,
             on_report=on_report,
         )

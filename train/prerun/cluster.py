@@ -76,6 +76,7 @@ def cluster_checks(
     run_folder: Path,
     spec_yaml: str,
     mcp_config: dict[str, Any],
+    *,
     env_servers: list[str],
     env: dict[str, str],
 ) -> list[Check]:

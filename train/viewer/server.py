@@ -102,7 +102,7 @@ def build_app(run_dirs: list[Path]) -> Starlette:
         )
         s = pick(request)
         s.tokenizer.warm()  # loaded while the user reads the list, not when they open an episode
-        page = episodes_page(s.run, q["set"], filters, int(q.get("offset", 0)), PAGE)
+        page = episodes_page(s.run, q["set"], filters, int(q.get("offset", 0)), limit=PAGE)
         return JSONResponse(page)
 
     def groups(request: Request) -> JSONResponse:

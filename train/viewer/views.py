@@ -133,7 +133,7 @@ def _listed(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k not in ("trajectory", "part", "row")}
 
 
-def episodes_page(run: Run, name: str, filters: Filters, offset: int, limit: int) -> dict[str, Any]:
+def episodes_page(run: Run, name: str, filters: Filters, offset: int, *, limit: int) -> dict[str, Any]:
     episode_set = run.episode_set(name)
     rows = run.index(episode_set, light=not filters.text)
     kept = [r for r in rows if filters.keep(r)]

@@ -135,6 +135,7 @@ def areal_rows(
     prompt_fallback: list[int],
     pad_id: int,
     train_on_malformed: bool = False,
+    *,
     frozen_agents: Collection[str] = (),
 ) -> list[AgentRow]:
     """A trajectory as AReaL's trainer reads it: one row per trained agent (tensors of shape [1, L]
@@ -148,7 +149,7 @@ def areal_rows(
             AgentRow(
                 "",
                 samples.reward,
-                _tensors(ids, empty, [0.0] * len(ids), [NOT_SAMPLED] * len(ids), samples.reward),
+                _tensors(ids, empty, [0.0] * len(ids), [NOT_SAMPLED] * len(ids), reward=samples.reward),
                 0,
             )
         ]
@@ -158,13 +159,13 @@ def areal_rows(
         ids = sample.prompt_ids + sample.response_ids
         loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
         logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
-        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample), unit.reward)
+        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample), reward=unit.reward)
         rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1, sample.index))
     return rows
 
 
 def _tensors(
-    ids: list[int], loss_mask: list[int], logprobs: list[float], versions: list[int], reward: float
+    ids: list[int], loss_mask: list[int], logprobs: list[float], versions: list[int], *, reward: float
 ) -> dict[str, torch.Tensor]:
     row = {
         "input_ids": torch.tensor(ids, dtype=torch.int32),
@@ -242,7 +243,7 @@ class AWorldWorkflow(RolloutWorkflow):
             fallback,
             self.pad_id,
             self.settings.train_on_malformed,
-            self.settings.frozen_agents,
+            frozen_agents=self.settings.frozen_agents,
         )
         return Episode(traj, rows, policy.engine_versions)
 

@@ -201,7 +201,7 @@ def preflight(inputs: RunInputs, run: RenderedRun) -> list:
             inputs.run_dir.resolve(),
             inputs.spec.to_yaml(),
             inputs.spec.mcp_config,
-            [server.name for server in inputs.config.env],
-            dict(ray_init.runtime_env.get("env_vars") or {}),
+            env_servers=[server.name for server in inputs.config.env],
+            env=dict(ray_init.runtime_env.get("env_vars") or {}),
         )
     return checks

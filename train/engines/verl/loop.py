@@ -244,5 +244,7 @@ class AWorldAgentLoop(AgentLoopBase):
             from aworld_train.engines.verl.tokens import group_writer, record_episode
 
             n, val_n = int(self.rollout_config.n), int(self.rollout_config.val_kwargs.n)
-            await record_episode(group_writer(self.run_dir), kwargs, traj, policy.extra_fields, n, val_n)
+            await record_episode(
+                group_writer(self.run_dir), kwargs, traj, policy.extra_fields, train_n=n, val_n=val_n
+            )
         return outputs

@@ -239,7 +239,7 @@ def validate_native(cfg: TrainConfig) -> None:
 def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:
     """The user's native verl keys with every blank filled; contradictions raise ConfigError."""
     native = native_section(inputs.config)
-    return fill(native, derived_values(inputs, folder, model_path), inputs, "verl", _same)
+    return fill(native, derived_values(inputs, folder, model_path), inputs, "verl", same=_same)
 
 
 def _same(given: Any, derived: Any, key: str) -> bool:

@@ -72,6 +72,7 @@ async def record_episode(
     run_kwargs: dict[str, Any],
     traj: Trajectory,
     server_fields: dict[str, Any],
+    *,
     train_n: int,
     val_n: int,
 ) -> None:

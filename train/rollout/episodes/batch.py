@@ -17,6 +17,7 @@ async def run_episodes(
     tasks: list[Task],
     runtime: RolloutRuntime,
     reward: Reward | None = None,
+    *,
     samples_per_task: int = 1,
     on_done=None,
     seed: int | None = None,
@@ -28,7 +29,9 @@ async def run_episodes(
     With `rollout.workers` > 1 the episodes run in that many worker processes (workers.py).
     """
     if runtime.settings.workers > 1:
-        return await run_in_workers(agent, tasks, runtime, reward, samples_per_task, on_done, seed)
+        return await run_in_workers(
+            agent, tasks, runtime, reward, samples_per_task=samples_per_task, on_done=on_done, seed=seed
+        )
     limit = asyncio.Semaphore(runtime.settings.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 

@@ -212,7 +212,7 @@ class Episode:
         self.calls.check_call(role.name, messages=messages, tools=tools)
         async with self.calls.ledger_lock(role):
             reply, parsed, turn = await self.calls.chat(
-                messages, tools, role, options, set(self._calls_by_id)
+                messages, tools, role, options, used=set(self._calls_by_id)
             )
             if parsed.malformed:
                 self._end("malformed_tool_call", "; ".join(parsed.errors))

@@ -128,6 +128,7 @@ class LLMCalls:
         tools: list[dict[str, Any]] | None,
         role: AgentRole,
         options: CallOptions,
+        *,
         used: set[str],
     ) -> tuple[Reply, ParseResult, int]:
         """One chat call of `role` in its ledger (the caller holds `ledger_lock(role)`): the policy's
@@ -139,7 +140,8 @@ class LLMCalls:
         turn = self.traj.num_turns
         gens = await self.sample(ledger, prompt_ids, first_prompt, role, options)
         replies = [
-            self.reply_for(gen, tools, turn, k, used, prompt_ids, options) for k, gen in enumerate(gens)
+            self.reply_for(gen, tools, turn, k, used=used, prompt_ids=prompt_ids, options=options)
+            for k, gen in enumerate(gens)
         ]
         reply, parsed = replies[0]
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -247,6 +249,7 @@ class LLMCalls:
         tools: list[dict[str, Any]] | None,
         turn: int,
         choice: int,
+        *,
         used: set[str],
         prompt_ids: list[int],
         options: CallOptions,

@@ -52,6 +52,7 @@ class EpisodeRunner:
         tasks: list[Task],
         samples_per_task: int = 1,
         on_done: Callable[[Trajectory], None] | None = None,
+        *,
         seed: int | None = None,
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
@@ -59,7 +60,13 @@ class EpisodeRunner:
             self.close()
             self._batches = self.runtime(policy)
         return await run_episodes(
-            self.agent, tasks, self._batches, self.reward, samples_per_task, on_done=on_done, seed=seed
+            self.agent,
+            tasks,
+            self._batches,
+            self.reward,
+            samples_per_task=samples_per_task,
+            on_done=on_done,
+            seed=seed,
         )
 
     def close(self) -> None:
@@ -73,6 +80,7 @@ def local_runner(
     model_ref: str,
     settings: RolloutSettings,
     reward: Reward | None = None,
+    *,
     model=None,
     tokenizer=None,
 ) -> tuple[EpisodeRunner, LocalPolicy]:

@@ -222,6 +222,7 @@ async def run_in_workers(
     tasks: list[Task],
     runtime: RolloutRuntime,
     reward: Reward | None = None,
+    *,
     samples_per_task: int = 1,
     on_done=None,
     seed: int | None = None,
@@ -402,7 +403,7 @@ def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, outbox) -> 
         _, agent, jobs, concurrency, env = batch
         os.environ.update(env)  # the tool servers' URLs of this run, set in the main process
         try:
-            asyncio.run(_run_batch(wid, agent, jobs, concurrency, runtime, send))
+            asyncio.run(_run_batch(wid, agent, jobs, concurrency, runtime=runtime, send=send))
         except BaseException:
             send(("failed", wid, traceback.format_exc()))
             continue
@@ -410,7 +411,7 @@ def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, outbox) -> 
 
 
 async def _run_batch(
-    wid: int, agent, jobs: list[tuple[int, Any]], concurrency: int, runtime, send: Callable[[Any], None]
+    wid: int, agent, jobs: list[tuple[int, Any]], concurrency: int, *, runtime, send: Callable[[Any], None]
 ) -> None:
     limit = asyncio.Semaphore(concurrency)
 

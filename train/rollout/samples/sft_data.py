@@ -209,6 +209,7 @@ def sft_samples(
     renderer: ChatRenderer,
     stop_id: int,
     only_correct: bool = True,
+    *,
     min_reward: float = 0.999,
     max_length: int | None = None,
 ) -> SFTData:
@@ -247,6 +248,7 @@ def load_sft_data(
     renderer: ChatRenderer,
     stop_id: int,
     declared: str = "auto",
+    *,
     only_correct: bool = True,
     min_reward: float = 0.999,
     system: str | None = None,
@@ -254,4 +256,4 @@ def load_sft_data(
 ) -> SFTData:
     """Every record of every file as samples, with counts of what was kept and left out."""
     records = read_sft_records(paths, declared, system)
-    return sft_samples(records, renderer, stop_id, only_correct, min_reward, max_length)
+    return sft_samples(records, renderer, stop_id, only_correct, min_reward=min_reward, max_length=max_length)

@@ -165,7 +165,7 @@ def _markers(render: Render, call_ids: CallIds) -> tuple[str, ...]:
     if start < 0:
         return ()
     content_start = _first_hole(with_content, call_id) if with_content else None
-    return call_markers([answer], call_lead(answer, one, start, with_content, content_start))
+    return call_markers([answer], call_lead(answer, one, start, with_content, content_start=content_start))
 
 
 def _first_hole(text: str, call_id: str) -> int:

@@ -105,16 +105,18 @@ def derive_frame(render: Render, call_ids: CallIds) -> CallFrame:
     if NAMES[0] not in t_one and ids[0] not in t_one:
         raise NotAFrame("the template writes neither the tool's name nor the call's id")
     args = _learn_args(t_typed, ids[0])
-    calls_one = _holes(t_one, NAMES[0], ids[0], ONE, args)
+    calls_one = _holes(t_one, NAMES[0], ids[0], ONE, form=args)
     start, end = calls_one[0][0], calls_one[-1][1]
-    content_start = _holes(t_content, NAMES[0], ids[0], ONE, args)[0][0] if t_content else None
-    lead = call_lead(answer, t_one, start, t_content, content_start)
+    content_start = _holes(t_content, NAMES[0], ids[0], ONE, form=args)[0][0] if t_content else None
+    lead = call_lead(answer, t_one, start, t_content, content_start=content_start)
     tail = turn_body(t_one[end:], answer)
     if t_two is None:  # one call per turn: the whole opening and closing belong to the call
         block_open, block_close, sep, bases = "", "", "", []
         pieces = tuple(_merge([lead, *_inner(t_one, calls_one), tail]))
     else:
-        calls_two = _holes(t_two, NAMES[0], ids[0], ONE, args) + _holes(t_two, NAMES[1], ids[1], SECOND, args)
+        calls_two = _holes(t_two, NAMES[0], ids[0], ONE, form=args) + _holes(
+            t_two, NAMES[1], ids[1], SECOND, form=args
+        )
         block_open, pieces, sep, block_close, bases = _split(t_two, calls_two, len(calls_one), lead, tail)
     if not block_open.strip() and not (isinstance(pieces[0], str) and pieces[0].strip()):
         raise NotAFrame(f"no text marks where a call starts (it opens with its {pieces[0].what})")
@@ -261,7 +263,7 @@ Span = tuple[int, int, str]  # start, end, hole kind
 
 
 def _holes(
-    text: str, name: str, call_id: str, args: dict[str, Any], form: ValueSyntax | Params
+    text: str, name: str, call_id: str, args: dict[str, Any], *, form: ValueSyntax | Params
 ) -> list[Span]:
     """The spans of one call's holes in `text`, in order."""
     spans: list[Span] = []
@@ -432,7 +434,7 @@ def _content_place(
     if t_content is None:
         return False, ""
     at = t_content.find(CONTENT)
-    first = _holes(t_content, NAMES[0], call_id, ONE, args)[0][0]
+    first = _holes(t_content, NAMES[0], call_id, ONE, form=args)[0][0]
     if at > first:
         return True, ""
     between = t_content[at + len(CONTENT) : first]
@@ -461,7 +463,9 @@ def _with_call_marker(markers: tuple[str, ...], pieces: tuple[Piece, ...], answe
     return markers
 
 
-def call_lead(answer: str, call: str, start: int, with_content: str | None, content_start: int | None) -> str:
+def call_lead(
+    answer: str, call: str, start: int, with_content: str | None, *, content_start: int | None
+) -> str:
     """The text a call turn writes before its first call's first hole, less what an answer turn
     writes too (a think block) and, where a turn with content writes other text first, less that."""
     lead = call[_opening(answer, call) : start].lstrip()

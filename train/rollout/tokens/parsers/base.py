@@ -120,6 +120,7 @@ def calls_from_blocks(
     start: int,
     blocks: Iterable[Any],
     read: Callable[[Any], ParsedCall],
+    *,
     shown: Callable[[Any], str] = str,
     without_call: str | None = None,
 ) -> ParseResult:
