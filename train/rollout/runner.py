@@ -5,6 +5,7 @@ a completions endpoint)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aworld_train.models import stop_token_ids
@@ -46,13 +47,21 @@ class EpisodeRunner:
         samples_per_task: int = 1,
         on_done: Callable[[Trajectory], None] | None = None,
         seed: int | None = None,
+        limit: asyncio.Semaphore | None = None,
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
         if self._batches is None or self._batches.policy is not policy:
             self.close()
             self._batches = self.runtime(policy)
         return await run_episodes(
-            self.agent, tasks, self._batches, self.reward, samples_per_task, on_done=on_done, seed=seed
+            self.agent,
+            tasks,
+            self._batches,
+            self.reward,
+            samples_per_task,
+            on_done=on_done,
+            seed=seed,
+            limit=limit,
         )
 
     def close(self) -> None:
