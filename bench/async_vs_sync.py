@@ -103,6 +103,7 @@ def run(staleness: int, args, folder: Path) -> dict:
         "loop_s": loop_s,
         "wall_s": wall,
         "idle_share": sum(r["rollout_s"] for r in steps) / loop_s,
+        "update_s": sum(r["update_s"] for r in steps) / len(steps),
         "staleness_mean": sum(r.get("staleness_mean", 0.0) for r in steps) / len(steps),
         "dropped": sum(r.get("dropped_stale", 0.0) for r in steps),
         "samples": sum(r.get("samples", 0.0) for r in steps),
@@ -131,11 +132,11 @@ def main() -> None:
         f"p50 {args.p50} s, p99 {args.p99} s; seed {args.seed}"
     )
     print(
-        "max_staleness  s/step  loop s  wall s  learner idle  staleness  dropped  samples  reward  loop vs sync"
+        "max_staleness  s/step  update s  loop s  wall s  learner idle  staleness  dropped  samples  reward  loop vs sync"
     )
     for r in results:
         print(
-            f"{r['staleness']:>13}  {r['step_s']:6.2f}  {r['loop_s']:6.1f}  {r['wall_s']:6.1f}  "
+            f"{r['staleness']:>13}  {r['step_s']:6.2f}  {r['update_s']:8.2f}  {r['loop_s']:6.1f}  {r['wall_s']:6.1f}  "
             f"{r['idle_share']:12.0%}  {r['staleness_mean']:9.2f}  {r['dropped']:7.0f}  {r['samples']:7.0f}  "
             f"{r['reward']:6.3f}  {r['loop_s'] / base['loop_s']:12.2f}"
         )
