@@ -6,14 +6,24 @@ rejected with a tool error. `last_result` returns the previous result of the
 calling episode (keyed by the X-Episode-Id header the trainer injects), which
 makes cross-talk between episodes visible in tests.
 
+Latency (for benchmarks of asynchronous training): with CALCULATOR_LATENCY_P50_S and
+CALCULATOR_LATENCY_P99_S set, every `calculate` call first sleeps a log-normal time with that
+median and 99th percentile (a web-search tool's long tail: e.g. 0.3 s and 8 s), drawn in call order
+from CALCULATOR_LATENCY_SEED (default 0). In a run: env: [{name: calculator, env: {...}}].
+
 Run: `aworld-train env up calculator [--port N] [--transport http|stdio]`.
 """
 # No `from __future__ import annotations` here: FastMCP must see the real Context type.
 
 import ast
+import asyncio
 import math
 import operator
+import os
+import random
 from collections import OrderedDict
+from collections.abc import Callable
+from statistics import NormalDist
 
 from mcp.server.fastmcp import Context, FastMCP
 
@@ -112,15 +122,39 @@ class _EpisodeMemory:
         return self._data.get(episode)
 
 
+def lognormal_latency(p50_s: float, p99_s: float, seed: int = 0) -> Callable[[], float]:
+    """Seconds per call, log-normal with median `p50_s` and 99th percentile `p99_s`."""
+    if not 0 < p50_s <= p99_s:
+        raise ValueError(
+            f"calculator latency p50 {p50_s} s and p99 {p99_s} s: give 0 < "
+            "CALCULATOR_LATENCY_P50_S <= CALCULATOR_LATENCY_P99_S"
+        )
+    sigma = math.log(p99_s / p50_s) / NormalDist().inv_cdf(0.99)
+    draw = random.Random(seed)
+    return lambda: draw.lognormvariate(math.log(p50_s), sigma)
+
+
+def latency_from_environment() -> Callable[[], float] | None:
+    p50, p99 = os.environ.get("CALCULATOR_LATENCY_P50_S"), os.environ.get("CALCULATOR_LATENCY_P99_S")
+    if not p50 and not p99:
+        return None
+    if not (p50 and p99):
+        raise ValueError("calculator latency: set both CALCULATOR_LATENCY_P50_S and CALCULATOR_LATENCY_P99_S")
+    return lognormal_latency(float(p50), float(p99), int(os.environ.get("CALCULATOR_LATENCY_SEED", "0")))
+
+
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:
     contain_session_errors()
+    latency = latency_from_environment()  # before the server starts: a bad setting stops it at once
     # the memory is keyed by episode header; FASTMCP_LOG_LEVEL=INFO logs every request again
     server = FastMCP("calculator", host=host, port=port, **episode_keyed_settings())
     memory = _EpisodeMemory()
 
     @server.tool()
-    def calculate(expression: str, ctx: Context) -> str:
+    async def calculate(expression: str, ctx: Context) -> str:
         """Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. '(3 + 4) * 12'."""
+        if latency is not None:
+            await asyncio.sleep(latency())
         result = evaluate(expression)
         memory.put(episode_of(ctx), result)
         return result

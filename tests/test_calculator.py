@@ -50,3 +50,16 @@ def test_exact_answer_reads_the_last_number_of_the_final_message():
     assert exact_answer("calc", "The answer is 1777.", 1776)["score"] == 0.0
     assert exact_answer("calc", "I do not know.", 1776) == {"score": 0.0, "parsed": False}
     assert exact_answer("calc", "1776", "not a number")["score"] == 0.0
+
+
+def test_the_latency_option_has_the_long_tail_it_names_and_repeats_under_its_seed():
+    from aworld_train.env.calculator import lognormal_latency
+
+    draw = lognormal_latency(0.3, 8.0, seed=1)
+    draws = sorted(draw() for _ in range(20000))
+    assert draws[10000] == pytest.approx(0.3, rel=0.05)  # the median
+    assert draws[19800] == pytest.approx(8.0, rel=0.15)  # the 99th percentile
+    first, again = lognormal_latency(0.3, 8.0, seed=1), lognormal_latency(0.3, 8.0, seed=1)
+    assert [first() for _ in range(5)] == [again() for _ in range(5)]
+    with pytest.raises(ValueError, match="CALCULATOR_LATENCY_P50_S <= CALCULATOR_LATENCY_P99_S"):
+        lognormal_latency(2.0, 1.0)

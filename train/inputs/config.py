@@ -63,6 +63,19 @@ class AlgorithmConfig(_Section):
         1, ge=1, description="optimizer steps per rollout batch (>1 makes clipping matter)"
     )
     gradient_checkpointing: bool = False
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        description="local backend: 0 samples a step, then trains it (synchronous); N > 0 keeps episodes "
+        "running while the learner trains and trains a group only if its oldest token is at most N weight "
+        "versions behind",
+    )
+    importance_cap: float = Field(
+        2.0,
+        ge=1.0,
+        description="local backend: the largest weight a token sampled by older weights gets in the loss "
+        "(truncated importance sampling of the proximal over the behaviour policy)",
+    )
 
     @field_validator("group_size")
     @classmethod
@@ -73,6 +86,16 @@ class AlgorithmConfig(_Section):
                 "one gives every advantage 0 and nothing is learned; use 2 or more"
             )
         return value
+
+
+# the fields of the local backend's asynchronous mode, and where the other engines set the same
+ASYNC_FIELDS = frozenset({"max_staleness", "importance_cap"})
+ENGINE_ASYNC_SETTINGS = {
+    "verl": "verl.trainer.v1.trainer_mode (colocate_async or separate_async) with "
+    "verl.trainer.v1.sampler.max_off_policy_threshold, and verl.algorithm.rollout_correction for the "
+    "importance weights",
+    "areal": "areal.rollout.max_head_offpolicyness",
+}
 
 
 class DataConfig(_Section):
@@ -259,6 +282,23 @@ class TrainConfig(_Section):
                 "remove it, or use backend: verl"
             )
         return value
+
+    @model_validator(mode="after")
+    def _staleness_is_the_local_backends(self) -> TrainConfig:
+        """The staleness switch drives the local backend's own loop; verl and AReaL have theirs."""
+        ours = sorted(f"algorithm.{k}" for k in ASYNC_FIELDS & self.algorithm.model_fields_set)
+        if ours and self.backend in ENGINE_ASYNC_SETTINGS:
+            raise ValueError(
+                f"{' and '.join(ours)}: only backend 'local' reads them; {self.backend} bounds staleness "
+                f"with its own settings: {ENGINE_ASYNC_SETTINGS[self.backend]}. Remove {' and '.join(ours)}"
+            )
+        if self.backend == "local" and self.algorithm.max_staleness and self.rollout.workers > 1:
+            raise ValueError(
+                f"algorithm.max_staleness={self.algorithm.max_staleness} with rollout.workers="
+                f"{self.rollout.workers}: asynchronous training runs its episodes in this process; "
+                "set rollout.workers: 1 (raise rollout.concurrency instead), or algorithm.max_staleness: 0"
+            )
+        return self
 
     def fields_set(self) -> frozenset[str]:
         """Dotted names of the fields the user set: sections (`rollout`) and their fields (`rollout.temperature`)."""

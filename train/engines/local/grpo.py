@@ -1,4 +1,5 @@
-"""GRPO math: the clipped token-level policy loss, k3 KL (group advantages: `rollout.codec`).
+"""GRPO math: the clipped token-level policy loss (decoupled for tokens of older weights), k3 KL
+(group advantages: `rollout.codec`).
 
 Pure tensor functions, tested against hand-computed values and (where verl is
 installed) against verl's own implementations on the same tensors.
@@ -39,16 +40,24 @@ def policy_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.28,
     agg: LossAgg = "token-mean",
+    behaviour_logprobs: torch.Tensor | None = None,
+    importance_cap: float = 2.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate per token (ratio clipped to [1 - clip_low, 1 + clip_high]).
 
-    All tensors are [batch, tokens]; advantages are broadcast per token.
+    All tensors are [batch, tokens]; advantages are broadcast per token. With
+    `behaviour_logprobs` (tokens sampled by older weights) this is the decoupled objective:
+    the ratio is taken against the proximal policy `old_logprobs` (the weights before this
+    update) and each token is weighted by pi_prox / pi_behaviour, truncated at
+    `importance_cap`. Where the two agree the weight is exactly 1: the plain loss.
     """
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if behaviour_logprobs is not None:
+        per_token = per_token * behaviour_weights(old_logprobs, behaviour_logprobs, importance_cap)
     loss = aggregate(per_token, mask, agg)
     with torch.no_grad():
         m = mask.to(per_token.dtype)
@@ -57,6 +66,14 @@ def policy_loss(
             "approx_kl_old": float(masked_mean(-log_ratio, m)),
         }
     return loss, stats
+
+
+def behaviour_weights(
+    proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """pi_prox / pi_behaviour per token, truncated at `cap` (no gradient: both are fixed)."""
+    log_weight = (proximal_logprobs - behaviour_logprobs).clamp(-20.0, 20.0)
+    return torch.exp(log_weight).clamp(max=cap).detach()
 
 
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,11 @@
 Samples are the ledger segments of trainable trajectories (failed episodes carry
 no loss). Old logprobs are the rollout's own, recorded by the policy when it
 sampled; their mismatch with the trainer's recomputation is reported.
+
+Tokens sampled by older weights (asynchronous training) take the decoupled PPO
+objective: the clipped ratio against the current weights before the update (the
+proximal policy, recomputed here), times the truncated importance weight of the
+proximal over the recorded behaviour logprobs (grpo.policy_loss).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Collection, Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import torch
@@ -27,6 +32,7 @@ from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.models import large_blocks_unmapped_on_free, release_freed_memory
 from aworld_train.rollout.samples.codec import agent_units, episode_samples, group_advantages
+from aworld_train.rollout.tokens.ledger import NO_VERSION
 
 
 @dataclass
@@ -40,6 +46,11 @@ class Sample:
     # the learner's logprobs of the mask-1 tokens, under the weights that sampled them; None
     # where it computed none (a zero-advantage sample without KL, a later mini-batch)
     trainer_logprobs: list[float] | None = None
+    # per response position: the weight version that sampled the token (ledger.NO_VERSION: none)
+    versions: list[int] = field(default_factory=list)
+    # the current weights' logprobs where older weights sampled, the recorded ones elsewhere;
+    # None where every token is the current weights' own
+    proximal_logprobs: list[float] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -75,6 +86,7 @@ def build_samples(
                     seg.response_logprobs,
                     advantage,
                     origin=(unit.episode, seg.index),
+                    versions=list(seg.response_versions),
                 )
             )
     return samples, [0.0 if a is None else a for a in advantages]
@@ -119,18 +131,34 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
     # targets are ids[:, 1:]; loss positions are response tokens
     mask = torch.zeros((n, width - 1))
     old = torch.zeros((n, width - 1))
+    behaviour = torch.zeros((n, width - 1))
     adv = torch.zeros((n, 1))
     for i, s in enumerate(batch):
         ids[i, : len(s)] = torch.tensor(s.ids)
         attention[i, : len(s)] = 1
         start = s.prompt_len - 1
         mask[i, start : start + len(s.mask)] = torch.tensor(s.mask, dtype=torch.float)
-        old[i, start : start + len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float)
+        proximal = s.old_logprobs if s.proximal_logprobs is None else s.proximal_logprobs
+        old[i, start : start + len(proximal)] = torch.tensor(proximal, dtype=torch.float)
+        behaviour[i, start : start + len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float)
         adv[i, 0] = s.advantage
-    return {
-        k: v.to(device)
-        for k, v in {"ids": ids, "attention": attention, "mask": mask, "old": old, "adv": adv}.items()
+    tensors = {
+        "ids": ids,
+        "attention": attention,
+        "mask": mask,
+        "old": old,
+        "adv": adv,
+        "behaviour": behaviour,
     }
+    return {k: v.to(device) for k, v in tensors.items()}
+
+
+def stale_positions(sample: Sample, version: int) -> list[bool]:
+    """Per response position: a loss token that weights older than `version` sampled."""
+    return [
+        bool(m) and v != NO_VERSION and v < version
+        for m, v in zip(sample.mask, sample.versions or [NO_VERSION] * len(sample.mask), strict=True)
+    ]
 
 
 def _hand_back(micro: list[Sample], logprobs: torch.Tensor, mask: torch.Tensor) -> None:
@@ -179,17 +207,47 @@ class GRPOLearner:
             out[mask] = chunked_token_logprobs(hidden[mask], head, targets, self.temperature)
         return out
 
-    def step(self, samples: list[Sample]) -> dict[str, float]:
-        """One GRPO update over `samples` (split into `mini_batches` optimizer steps)."""
+    def step(self, samples: list[Sample], version: int | None = None) -> dict[str, float]:
+        """One GRPO update over `samples` (split into `mini_batches` optimizer steps). `version`:
+        the weights' version now; tokens of older versions take the decoupled loss."""
         if not samples:
             return {"skipped": 1.0}
         with self.lock:
             release_freed_memory()  # the rollout's caches, before optimizer state and gradients grow
             try:
                 with large_blocks_unmapped_on_free():
-                    return self._step(samples)
+                    stale = self.set_proximal(samples, version) if version is not None else {}
+                    return {**self._step(samples), **stale}
             finally:
                 release_freed_memory()
+
+    @torch.no_grad()
+    def set_proximal(self, samples: list[Sample], version: int) -> dict[str, float]:
+        """Give each sample holding tokens of weights older than `version` its proximal logprobs
+        (the current weights', before the update, at those tokens; the recorded ones elsewhere,
+        the current weights' own samples); the importance weights they get, as metrics."""
+        cap = self.algo.importance_cap
+        weights: list[float] = []
+        stale = [s for s in samples if any(stale_positions(s, version))]
+        for micro in micro_batches(stale, self.algo.micro_batch_tokens):
+            logprobs = self._logprobs(self.model, _collate(micro, self.pad_id, self.device))
+            for row, sample in enumerate(micro):
+                start = sample.prompt_len - 1
+                now = logprobs[row, start : start + len(sample.mask)].tolist()
+                old = stale_positions(sample, version)
+                sample.proximal_logprobs = [
+                    n if o else b for n, b, o in zip(now, sample.old_logprobs, old, strict=True)
+                ]
+                weights += [
+                    math.exp(min(n - b, 20.0))
+                    for n, b, o in zip(now, sample.old_logprobs, old, strict=True)
+                    if o
+                ]
+        return {
+            "stale_tokens": float(len(weights)),
+            "importance_weight_mean": sum(min(w, cap) for w in weights) / len(weights) if weights else 1.0,
+            "importance_truncated_frac": sum(w > cap for w in weights) / len(weights) if weights else 0.0,
+        }
 
     def _step(self, samples: list[Sample]) -> dict[str, float]:
         algo = self.algo
@@ -210,6 +268,7 @@ class GRPOLearner:
                 batch = _collate(micro, self.pad_id, self.device)
                 logprobs = self._logprobs(self.model, batch)
                 mask = batch["mask"]
+                decoupled = any(s.proximal_logprobs is not None for s in micro)
                 pg, stats = policy_loss(
                     logprobs,
                     batch["old"],
@@ -218,6 +277,8 @@ class GRPOLearner:
                     algo.clip_low,
                     algo.clip_high,
                     algo.loss_agg_mode,
+                    batch["behaviour"] if decoupled else None,
+                    algo.importance_cap,
                 )
                 loss = pg
                 kl_value = 0.0

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from aworld_train.core.atomic_files import complete_folder, write_text
 from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDisk, no_checkpoint_to_resume
+from aworld_train.engines.local.async_rollout import GroupStream, Taken
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
@@ -87,6 +88,23 @@ def episode_notes(
     return notes
 
 
+def staleness_metrics(taken: Taken, version: int) -> dict[str, float]:
+    """Per trained episode, the versions its oldest token lags the weights it trains; the groups
+    dropped as stale."""
+    behind = [version - t.min_version for t in taken.trajectories if t.min_version is not None]
+    return {
+        "staleness_mean": statistics.fmean(behind) if behind else 0.0,
+        "staleness_max": float(max(behind, default=0)),
+        "dropped_stale": float(len(taken.dropped)),
+    }
+
+
+def stale_example(taken: Taken, version: int) -> str:
+    """The all-stale step's figures: its groups and how far behind the oldest was."""
+    oldest = min((g.oldest_version for g in taken.dropped if g.oldest_version is not None), default=version)
+    return f"{len(taken.dropped)} groups dropped, up to {version - oldest} versions behind the weights' {version}"
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -134,6 +152,7 @@ class LocalTraining:
             ref,
             lock=self.policy.weights_update,  # each update is a new weight version
         )
+        self.stream: GroupStream | None = None
         self.failures = FailureStreak(self.cfg.trainer.stop_after_failed_steps)
         self.trained = TrainedSoFar()
         if latest:
@@ -156,11 +175,16 @@ class LocalTraining:
         write_text(self.folder.path / "config.yaml", self.cfg.render())
         inputs.spec.write(self.folder.path / "agent_spec.yaml")
 
+    @property
+    def asynchronous(self) -> bool:
+        """max_staleness > 0: groups are sampled in a thread of their own while the learner trains."""
+        return self.cfg.algorithm.max_staleness > 0
+
     # -- pieces ------------------------------------------------------------------
     def evaluate(self, name: str, step: int) -> EvalReport:
-        report = asyncio.run(
-            evaluate(self.runner, self.policy, self.inputs.test_tasks, description=f"eval ({name})")
-        )
+        episodes = evaluate(self.runner, self.policy, self.inputs.test_tasks, description=f"eval ({name})")
+        # while groups are sampled in the background the policy serves their loop alone
+        report = self.stream.run(episodes) if self.stream is not None else asyncio.run(episodes)
         self.folder.write_trajectories(f"eval/{name}", report.trajectories)
         self.folder.write_tokens(f"eval/{name}", report.trajectories, "eval", step)
         self.folder.log(step, report.summary(), prefix="eval")
@@ -193,15 +217,61 @@ class LocalTraining:
             raise
         return path
 
+    def step_seed(self, step: int) -> int:
+        # each step samples under its own seed: a resumed run draws what the uninterrupted one would
+        return derive_seed(self.cfg.trainer.seed, "step", step)
+
+    async def sample_group(self, index: int, limit: asyncio.Semaphore) -> list[Trajectory]:
+        """Group `index` of the run's stream: the task the synchronous loop would give that slot
+        of its step, sampled under that step's seed."""
+        batch = self.cfg.data.batch_size
+        step, slot = divmod(index, batch)
+        task = batch_for_step(self.inputs.train_tasks, step, batch, self.cfg.trainer.seed)[slot]
+        return await self.runner.run_batch(
+            self.policy, [task], self.cfg.algorithm.group_size, seed=self.step_seed(step), limit=limit
+        )
+
+    def start_stream(self) -> None:
+        batch = self.cfg.data.batch_size
+        self.stream = GroupStream(
+            self.sample_group,
+            lambda: self.policy.version,
+            batch,
+            self.cfg.algorithm.max_staleness,
+            self.cfg.rollout.concurrency,
+            self.cfg.algorithm.group_size,
+            first_index=self.start_step * batch,
+            end_index=self.cfg.trainer.steps * batch,
+        )
+        self.stream.start()
+
+    def stop_stream(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+
+    def sample_step(self, step: int) -> tuple[list[Trajectory], Taken | None]:
+        """The step's trajectories, task by task: sampled now (synchronous), or the groups the
+        background stream finished (with those it dropped as stale)."""
+        if self.stream is not None:
+            taken = self.stream.take()
+            return taken.trajectories, taken
+        cfg = self.cfg
+        tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
+        trajs = asyncio.run(
+            self.runner.run_batch(
+                self.policy, tasks, samples_per_task=cfg.algorithm.group_size, seed=self.step_seed(step)
+            )
+        )
+        return trajs, None
+
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         started = time.perf_counter()
-        tasks = batch_for_step(self.inputs.train_tasks, step, cfg.data.batch_size, cfg.trainer.seed)
         group = cfg.algorithm.group_size
-        # each step samples under its own seed: a resumed run draws what the uninterrupted one would
-        seed = derive_seed(cfg.trainer.seed, "step", step)
-        trajs = asyncio.run(self.runner.run_batch(self.policy, tasks, samples_per_task=group, seed=seed))
-        rollout_s = time.perf_counter() - started
+        trajs, taken = self.sample_step(step)
+        rollout_s = time.perf_counter() - started  # the learner's wait for the step's episodes
+        version = self.policy.version  # the weights this step's update starts from
         groups = [f"{i // group}" for i in range(len(trajs))]
         samples, advantages = build_samples(
             trajs,
@@ -211,9 +281,13 @@ class LocalTraining:
             cfg.rollout.frozen_agents,
         )
         learn_started = time.perf_counter()
-        update = self.learner.step(samples)
+        update = self.learner.step(samples, version)
+        if self.stream is not None:
+            self.stream.weights_changed()
         metrics = rollout_metrics(trajs, cfg.rollout.train_on_malformed)
         metrics.update(update)
+        if taken is not None:
+            metrics.update(staleness_metrics(taken, version))
         metrics.update(
             {
                 "rollout_s": rollout_s,
@@ -227,12 +301,15 @@ class LocalTraining:
             self.folder.write_trajectories(
                 f"trajectories/step_{step + 1:06d}", trajs[: cfg.trainer.log_trajectories]
             )
-        # every episode's tokens; the weights that sampled them had `step` updates
+        # every trained episode's tokens, each stamped with the weight version that sampled it
         notes = episode_notes(len(trajs), groups, samples, advantages)
         self.folder.write_tokens(step_set(step + 1), trajs, "train", step + 1, notes)
         self.folder.log(step + 1, metrics)
         # after the step is logged: a stopped run keeps it
-        self.failures.observe(trajs)
+        if taken is not None and not taken.groups:
+            self.failures.record(("stale", stale_example(taken, version)))
+        else:
+            self.failures.observe(trajs)
         self.trained.observe(trajs, sum(t.trainable(cfg.rollout.train_on_malformed) for t in trajs))
         if self.envs is not None:
             self.envs.check()  # a tool server that died in the step and did not come back stops the run
@@ -271,6 +348,8 @@ class LocalTraining:
                         tools=0.0,
                         step_s=0.0,
                     )
+                    if self.asynchronous and self.start_step < cfg.steps:
+                        self.start_stream()
                     for step in range(self.start_step, cfg.steps):
                         m = self.train_step(step)
                         step_times.append(m["step_s"])
@@ -297,6 +376,7 @@ class LocalTraining:
                         ):
                             self.evaluate(f"step_{done:06d}", done)
                         step = done
+                self.stop_stream()  # groups sampled past the last step are not trained
                 final = self.save(cfg.steps) if cfg.steps > self.start_step else None
                 self.learner.drop_optimizer_state()  # saved with the checkpoint; no step follows
                 if cfg.eval_after and self.inputs.test_tasks:
@@ -318,6 +398,7 @@ class LocalTraining:
                     raise
                 raise disk_error(exc, "writing the run folder", self.folder) from exc
             finally:
+                self.stop_stream()
                 self.runner.close()  # the rollout worker processes, if any
                 curve = None
                 # a full disk must not hide the error that stopped the run behind these writes
@@ -403,11 +484,17 @@ def _skipped(folder: RunFolder) -> str:
 
 
 def step_line(done: int, steps: int, metrics: dict[str, Any]) -> str:
-    """One step's progress as a plain line."""
-    return (
+    """One step's progress as a plain line (an asynchronous run's with its staleness)."""
+    line = (
         f"GRPO step {done}/{steps}: reward {metrics['reward_mean']:.3f} | success "
         f"{metrics['success_rate']:.2f} | tools {metrics['tool_call_rate']:.2f} | {metrics['step_s']:.1f}s/step"
     )
+    if "dropped_stale" in metrics:
+        line += (
+            f" | staleness {metrics['staleness_mean']:.2f} (max {metrics['staleness_max']:.0f})"
+            f" | dropped stale {metrics['dropped_stale']:.0f}"
+        )
+    return line
 
 
 def _pct(value: float | None) -> str:

@@ -21,8 +21,10 @@ async def run_episodes(
     samples_per_task: int = 1,
     on_done=None,
     seed: int | None = None,
+    limit: asyncio.Semaphore | None = None,
 ) -> list[Trajectory]:
-    """Every task `samples_per_task` times, at most `rollout.concurrency` at once, in task order.
+    """Every task `samples_per_task` times, at most `rollout.concurrency` at once (or as `limit`,
+    shared with other batches, allows), in task order.
 
     With a `seed`, sample k of a task draws from its own seed (seed, task id, k), so a run
     repeats whatever order episodes finish in and whatever batch their calls share.
@@ -32,7 +34,7 @@ async def run_episodes(
         return await run_in_workers(
             agent, tasks, runtime, reward, samples_per_task=samples_per_task, on_done=on_done, seed=seed
         )
-    limit = asyncio.Semaphore(runtime.settings.concurrency)
+    limit = limit or asyncio.Semaphore(runtime.settings.concurrency)
     jobs = [(task, k) for task in tasks for k in range(samples_per_task)]
 
     async def one(task: Task, k: int) -> Trajectory:

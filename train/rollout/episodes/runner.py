@@ -5,6 +5,7 @@ a completions endpoint)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -54,6 +55,7 @@ class EpisodeRunner:
         on_done: Callable[[Trajectory], None] | None = None,
         *,
         seed: int | None = None,
+        limit: asyncio.Semaphore | None = None,
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
         if self._batches is None or self._batches.policy is not policy:
@@ -67,6 +69,7 @@ class EpisodeRunner:
             samples_per_task=samples_per_task,
             on_done=on_done,
             seed=seed,
+            limit=limit,
         )
 
     def close(self) -> None:

@@ -137,7 +137,8 @@ class LocalPolicy:
         loop = asyncio.get_running_loop()
         request = _Request(list(prompt_ids), sampling, loop.create_future())
         self._queue.append(request)
-        if self._worker is None or self._worker.done():
+        # a batching task of a loop that has ended (an earlier batch's, a closed rollout thread's) serves no one
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
             self._worker = loop.create_task(self._drain())
         return await request.future
 

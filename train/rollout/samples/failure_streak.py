@@ -34,6 +34,8 @@ FIXES = {
     "memory and logs, or lower rollout.workers or rollout.concurrency",
     "malformed_tool_call": "the policy writes no tool call the parser reads: check rollout.tool_parser, "
     "or set rollout.train_on_malformed: true",
+    "stale": "groups finish more than algorithm.max_staleness weight versions behind the learner: raise "
+    "algorithm.max_staleness, lower rollout.concurrency, or set algorithm.max_staleness: 0 (synchronous)",
 }
 
 
@@ -54,7 +56,10 @@ class FailureStreak:
 
     def observe(self, trajectories: Sequence[Trajectory]) -> None:
         """Count this step; raise RunCannotLearn once `limit` steps in a row failed for one cause."""
-        failure = one_failure_cause(trajectories)
+        self.record(one_failure_cause(trajectories))
+
+    def record(self, failure: tuple[str, str] | None) -> None:
+        """Count a step that failed as a whole for (cause, an example), or (None) one that did not."""
         if failure is None:
             self.cause, self.steps = None, 0
             return
@@ -64,7 +69,7 @@ class FailureStreak:
         if self.limit and (self.steps >= self.limit or cause in STOP_AT_ONCE):
             steps = "the last step" if self.steps == 1 else f"the last {self.steps} steps"
             raise RunCannotLearn(
-                f"every episode of {steps} ended as {cause!r}"
+                f"every {'group' if cause == 'stale' else 'episode'} of {steps} ended as {cause!r}"
                 + (f" ({example})" if example else "")
                 + f"; nothing can be learned from them: {FIXES.get(cause, 'see the message')}. "
                 "trainer.stop_after_failed_steps=0 keeps such a run going"

@@ -1,0 +1,146 @@
+"""Asynchronous against synchronous local training, on a tool with a long-tailed latency.
+
+The calculator agent, the local backend and the embedded model; the calculator's latency is
+log-normal (CALCULATOR_LATENCY_P50_S / _P99_S, seeded). Each episode's first reply is a scripted
+calculate call (the small model rarely writes one itself, and the bench is about the tool's wait),
+of the wrong expression for about half the episodes (by their seed), so that groups differ and
+the learner has gradients to compute; the answer after the tool result is the model's own,
+sampled and trained. Every setting trains the
+same steps of the same batches (same seed, same number of groups); printed per setting: the
+training loop's time per step, the share of it the learner waited for episodes, staleness and
+groups dropped, and the ratio of its total to the synchronous one's.
+
+    python bench/async_vs_sync.py [--steps 6] [--staleness 0 1 2] [--p50 0.3] [--p99 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from rollout_profile import calculator_script  # noqa: E402
+
+ROWS = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(32)]
+
+
+class ToolCallFirst:
+    """The local policy, each episode's first reply scripted as a calculate call (stamped with the
+    weights' version like the policy's own tokens); every later reply the model's."""
+
+    def __init__(self, policy, tokenizer) -> None:
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.script = calculator_script(tokenizer)
+        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def __getattr__(self, name):  # lock, version, pad_id, ...: the local policy's
+        return getattr(self.policy, name)
+
+    async def generate(self, prompt_ids, sampling):
+        from aworld_train.rollout.policies.client import Generation
+
+        text = self.tokenizer.decode(prompt_ids)
+        if "<tool_response>" in text[text.rindex("What is") :]:
+            return await self.policy.generate(prompt_ids, sampling)
+        call = self.script(prompt_ids)
+        if (sampling.seed or 0) % 2:  # a wrong expression: the answer it leads to earns 0
+            call = call.replace(" * 7", " * 8")
+        ids = self.tokenizer.encode(call, add_special_tokens=False) + [self.end]
+        return Generation(ids, [-0.5] * len(ids), "stop", versions=[self.policy.version] * len(ids))
+
+
+def run(staleness: int, args, folder: Path) -> dict:
+    from aworld_train import AgentTrainer
+    from aworld_train.engines.local.training import LocalTraining
+
+    config = {
+        "model": "embedded:smollm2-135m",
+        "agent": "aworld_train.agents.calculator:build_agent",
+        "algorithm": {"group_size": args.group, "lr": 1e-5, "max_staleness": staleness},
+        "rollout": {"max_new_tokens": 8, "max_turns": 3, "tool_block": "never", "concurrency": 64},
+        "data": {"batch_size": args.batch},
+        "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
+        "trainer": {
+            "steps": args.steps,
+            "seed": args.seed,
+            "save_every": 0,
+            "eval_every": 0,
+            "eval_before": False,
+            "eval_after": False,
+            "run_dir": str(folder / f"staleness_{staleness}"),
+            "log_trajectories": 0,
+        },
+        "env": [
+            {
+                "name": "calculator",
+                "env": {
+                    "CALCULATOR_LATENCY_P50_S": str(args.p50),
+                    "CALCULATOR_LATENCY_P99_S": str(args.p99),
+                    "CALCULATOR_LATENCY_SEED": str(args.seed),
+                },
+            }
+        ],
+    }
+    trainer = AgentTrainer(config=config, train_dataset=ROWS)
+    training = LocalTraining(trainer.run_inputs())
+    training.policy = ToolCallFirst(training.policy, training.tokenizer)
+    started = time.perf_counter()
+    training.run()
+    wall = time.perf_counter() - started
+    rows = [json.loads(line) for line in (Path(config["trainer"]["run_dir"]) / "metrics.jsonl").open()]
+    steps = [r for r in rows if r["phase"] == "train"]
+    loop_s = sum(r["step_s"] for r in steps)
+    return {
+        "staleness": staleness,
+        "step_s": loop_s / len(steps),
+        "loop_s": loop_s,
+        "wall_s": wall,
+        "idle_share": sum(r["rollout_s"] for r in steps) / loop_s,
+        "update_s": sum(r["update_s"] for r in steps) / len(steps),
+        "staleness_mean": sum(r.get("staleness_mean", 0.0) for r in steps) / len(steps),
+        "dropped": sum(r.get("dropped_stale", 0.0) for r in steps),
+        "samples": sum(r.get("samples", 0.0) for r in steps),
+        "reward": sum(r["reward_mean"] for r in steps) / len(steps),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--group", type=int, default=2)
+    parser.add_argument(
+        "--staleness", type=int, nargs="+", default=[0, 1, 2], help="0 is the synchronous run"
+    )
+    parser.add_argument("--p50", type=float, default=0.3, help="the tool's median latency, s")
+    parser.add_argument("--p99", type=float, default=8.0, help="the tool's 99th percentile latency, s")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [run(s, args, Path(tmp)) for s in args.staleness]
+    base = next((r for r in results if r["staleness"] == 0), results[0])
+    print(
+        f"{args.steps} steps x {args.batch} tasks x {args.group} samples; tool latency log-normal "
+        f"p50 {args.p50} s, p99 {args.p99} s; seed {args.seed}"
+    )
+    print(
+        "max_staleness  s/step  update s  loop s  wall s  learner idle  staleness  dropped  samples  reward  loop vs sync"
+    )
+    for r in results:
+        print(
+            f"{r['staleness']:>13}  {r['step_s']:6.2f}  {r['update_s']:8.2f}  {r['loop_s']:6.1f}  {r['wall_s']:6.1f}  "
+            f"{r['idle_share']:12.0%}  {r['staleness_mean']:9.2f}  {r['dropped']:7.0f}  {r['samples']:7.0f}  "
+            f"{r['reward']:6.3f}  {r['loop_s'] / base['loop_s']:12.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
