@@ -1,0 +1,124 @@
+"""LoRA on the local backend (`algorithm.lora`): a peft adapter on the one model that samples and learns.
+
+The rollout's policy and the learner share one model object, so wrapping it once puts the adapter
+in both: what the learner trains is what the next batch samples from, with no weight transfer.
+The KL reference is the same model with the adapter switched off (peft's `disable_adapter`), not a
+second copy.
+
+A LoRA checkpoint keeps the adapter in `adapter/` (peft's own folder: adapter_config.json and
+adapter_model.safetensors) beside the tokenizer and the trainer state; the run's last checkpoint
+also holds the merged model (config.json and weights at its top), a `model:` for eval, SFT and GRPO
+on any backend. `aworld-train export` merges any other checkpoint's adapter the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aworld_train.config import LoraConfig
+from aworld_train.errors import ConfigError, ModelError
+
+ADAPTER_DIR = "adapter"
+
+
+def attach(model, lora: LoraConfig):
+    """`model` wrapped with a fresh trainable adapter (only its weights require grad)."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    settings = PeftLoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return get_peft_model(model, settings)
+    except ValueError as exc:  # peft's "Target modules {...} not found in the base model"
+        raise ConfigError(
+            f"algorithm.lora.target_modules={lora.target_modules!r}: {exc}; name modules the model has "
+            f"(its linear layers: {', '.join(linear_module_names(model))}) or write all-linear"
+        ) from exc
+
+
+def linear_module_names(model) -> list[str]:
+    """The last name part of each linear layer of `model`, once each (what target_modules matches)."""
+    import torch
+
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear)
+        }
+    )
+
+
+def load(model, checkpoint: Path):
+    """`model` (the base) with the trainable adapter a checkpoint saved."""
+    from peft import PeftModel
+
+    folder = adapter_folder(checkpoint)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+
+
+def adapter_folder(checkpoint: Path) -> Path:
+    """The adapter folder of a LoRA checkpoint; a checkpoint without one is an error."""
+    folder = Path(checkpoint) / ADAPTER_DIR
+    if not (folder / "adapter_config.json").is_file():
+        raise ConfigError(
+            f"{checkpoint} holds no LoRA adapter ({ADAPTER_DIR}/adapter_config.json): a full-weight run saved "
+            "it; resume it without algorithm.lora, or start a new run folder"
+        )
+    return folder
+
+
+def has_adapter(checkpoint: Path) -> bool:
+    return (Path(checkpoint) / ADAPTER_DIR / "adapter_config.json").is_file()
+
+
+def adapter_bytes(checkpoint: Path) -> int:
+    return sum(f.stat().st_size for f in (Path(checkpoint) / ADAPTER_DIR).iterdir() if f.is_file())
+
+
+def save_adapter(model, folder: Path) -> None:
+    model.save_pretrained(folder / ADAPTER_DIR)
+
+
+def export_merged(base: str, checkpoint: Path, out: Path, tokenizer=None, dtype=None) -> Path:
+    """A plain model folder at `out`: `base` (a `model:` reference) with the checkpoint's adapter
+    merged into its weights, in `dtype` (default: the base's own). Loads a fresh base: a training
+    model keeps its adapter, and merging a copy keeps the merged weights out of its rollout."""
+    from aworld_train.models import load_model, load_tokenizer
+
+    adapter_folder(checkpoint)  # a checkpoint without an adapter fails before the base loads
+    merged = load(load_model(base, dtype=dtype or "auto", device="cpu"), checkpoint).merge_and_unload()
+    out.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(out)
+    (tokenizer or load_tokenizer(base)).save_pretrained(out)
+    return out
+
+
+def run_base_model(checkpoint: Path) -> str:
+    """The `model:` of the run a checkpoint belongs to (its run folder's config.yaml), for export."""
+    import yaml
+
+    config = Path(checkpoint).resolve().parents[1] / "config.yaml"
+    if config.is_file():
+        model = (yaml.safe_load(config.read_text()) or {}).get("model")
+        if model:
+            return str(model)
+    adapter = adapter_folder(checkpoint) / "adapter_config.json"
+    base = json.loads(adapter.read_text()).get("base_model_name_or_path")
+    if base:
+        return str(base)
+    raise ModelError(f"{checkpoint}: no run config.yaml names its base model; pass --model BASE")
+
+
+def trainable_line(model) -> str:
+    """The adapter's size against the model's: what a step trains."""
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return f"{trainable:,} of {total:,} weights train ({trainable / max(total, 1):.2%})"
