@@ -198,3 +198,25 @@ def test_a_full_weight_resume_of_a_lora_run_is_refused(lora_run):
     cfg["trainer"]["steps"] = 3
     with pytest.raises(ConfigError, match=r"holds a LoRA adapter.*resume it with the same algorithm\.lora"):
         AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train(resume=True)
+
+
+def test_export_merges_a_checkpoint_into_a_plain_model_folder(lora_run, tmp_path, capsys):
+    from aworld_train.cli import main
+
+    cfg = lora_run[0]
+    run = Path(cfg["trainer"]["run_dir"])
+    out = tmp_path / "merged"
+    # a run folder: its latest checkpoint; the base is the run's config.yaml model
+    assert main(["export", str(run), str(out)]) == 0
+    merged = load_model(str(out), dtype=torch.float32)
+    adapted = lora.load(load_model(cfg["model"], dtype=torch.float32), run / "checkpoints" / "step_000002")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.allclose(merged(ids).logits, adapted(ids).logits, atol=1e-4)
+    # bad input: named, before any model loads
+    assert main(["export", str(run / "checkpoints" / "step_000001"), str(out)]) == 2
+    assert f"{out} exists and is not empty" in capsys.readouterr().err
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert main(["export", str(plain), str(tmp_path / "other")]) == 2
+    assert "holds no LoRA adapter" in capsys.readouterr().err

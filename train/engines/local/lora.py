@@ -122,3 +122,24 @@ def trainable_line(model) -> str:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return f"{trainable:,} of {total:,} weights train ({trainable / max(total, 1):.2%})"
+
+
+def export(checkpoint: Path, out: Path, base: str | None = None) -> Path:
+    """`aworld-train export`: a LoRA checkpoint (or a run folder's latest) merged into a plain model
+    folder at `out`, written whole or not at all. Bad input fails before any model loads."""
+    from aworld_train.atomic_files import complete_folder
+    from aworld_train.engines.local.run_folder import RunFolder
+
+    checkpoint = Path(checkpoint)
+    if (checkpoint / "checkpoints").is_dir():  # a run folder: its latest complete checkpoint
+        latest = RunFolder(checkpoint).latest_checkpoint()
+        if latest is None:
+            raise ConfigError(f"{checkpoint}: the run folder has no complete checkpoint to export")
+        checkpoint = latest[1]
+    adapter_folder(checkpoint)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not empty: name a new folder for the merged model")
+    base = base or run_base_model(checkpoint)
+    with complete_folder(out, exported_from=str(checkpoint), base=base) as tmp:
+        export_merged(base, checkpoint, tmp)
+    return out
