@@ -220,3 +220,33 @@ def test_export_merges_a_checkpoint_into_a_plain_model_folder(lora_run, tmp_path
     plain.mkdir()
     assert main(["export", str(plain), str(tmp_path / "other")]) == 2
     assert "holds no LoRA adapter" in capsys.readouterr().err
+
+
+# -- what other backends cannot honour, refused before anything loads ------------------------------
+
+
+def test_a_lora_setting_a_backend_cannot_honour_is_refused_with_the_fix():
+    from aworld_train.engines import get_engine
+
+    def validate(data):
+        cfg = load_config(data)
+        get_engine(cfg.backend).validate(cfg)
+
+    cpu_verl = {"trainer": {"device": "cpu"}, "actor_rollout_ref": {"model": {"lora_rank": 8}}}
+    with pytest.raises(
+        ConfigError, match=r"lora_rank=8 on a CPU run.*set verl\.actor_rollout_ref\.model\.lora\.merge: true"
+    ):
+        validate({"backend": "verl", "verl": cpu_verl})
+    cpu_verl["actor_rollout_ref"]["model"]["lora"] = {"merge": True}
+    validate({"backend": "verl", "verl": cpu_verl})  # merged weights: what the CPU rollout loads
+    with pytest.raises(
+        ConfigError, match=r"algorithm\.lora trains an adapter on backend local only.*lora_rank"
+    ):
+        validate({"backend": "verl", "algorithm": {"lora": {"rank": 8}}})
+    cpu_areal = {"cluster": {"n_gpus_per_node": 0}, "actor": {"use_lora": True}}
+    with pytest.raises(
+        ConfigError, match=r"areal\.actor\.use_lora: true .*CPU policy server loads full weights only"
+    ):
+        validate({"backend": "areal", "areal": cpu_areal})
+    with pytest.raises(ConfigError, match=r"algorithm\.lora .*backend areal.*areal\.actor\.use_lora"):
+        validate({"backend": "areal", "algorithm": {"lora": {}}})
