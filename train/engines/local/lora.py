@@ -35,7 +35,10 @@ def attach(model, lora: LoraConfig):
         task_type="CAUSAL_LM",
     )
     try:
-        return get_peft_model(model, settings)
+        # the adapter in the model's dtype: peft's default (float32 beside a bf16 model) keeps a float32
+        # copy of every adapted layer's input for backward (measured: 340 MB more at the embedded
+        # model's peak); a bf16 adapter gets float32 master weights from the learner like any weight
+        return get_peft_model(model, settings, autocast_adapter_dtype=False)
     except ValueError as exc:  # peft's "Target modules {...} not found in the base model"
         raise ConfigError(
             f"algorithm.lora.target_modules={lora.target_modules!r}: {exc}; name modules the model has "
@@ -61,7 +64,7 @@ def load(model, checkpoint: Path):
     from peft import PeftModel
 
     folder = adapter_folder(checkpoint)
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=False)
 
 
 def adapter_folder(checkpoint: Path) -> Path:
