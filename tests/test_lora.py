@@ -74,10 +74,15 @@ def test_a_rollout_without_the_adapter_shows_as_mismatch_and_warns(tiny_model_di
     metrics = learner.step(samples)
     assert metrics["logprob_mismatch_mean"] > TOLERANCE, metrics
     line = step_line(
-        2, 3, {**metrics, "reward_mean": 0.5, "success_rate": 0.5, "tool_call_rate": 0.0, "step_s": 1.0}, TOLERANCE
+        2,
+        3,
+        {**metrics, "reward_mean": 0.5, "success_rate": 0.5, "tool_call_rate": 0.0, "step_s": 1.0},
+        TOLERANCE,
     )
     assert f"logprob mismatch {metrics['logprob_mismatch_mean']:.4f}" in line
-    assert "WARNING" in line and "LoRA adapter" in line and f"algorithm.mismatch_tolerance={TOLERANCE}" in line
+    assert (
+        "WARNING" in line and "LoRA adapter" in line and f"algorithm.mismatch_tolerance={TOLERANCE}" in line
+    )
 
 
 def test_the_kl_reference_is_the_base_without_the_adapter(tiny_model_dir, tokenizer, stop_ids):
@@ -189,7 +194,7 @@ def test_a_lora_run_saves_adapters_and_a_merged_last_step_and_resumes(lora_run, 
     assert resumed.start_step == 2
 
 
-def test_a_full_weight_resume_of_a_lora_run_is_refused(lora_run):
+def test_a_resume_that_does_not_match_the_saved_adapter_is_refused(lora_run):
     from test_local_backend import ROWS
 
     from aworld_train import AgentTrainer
@@ -198,6 +203,11 @@ def test_a_full_weight_resume_of_a_lora_run_is_refused(lora_run):
     del cfg["algorithm"]["lora"]
     cfg["trainer"]["steps"] = 3
     with pytest.raises(ConfigError, match=r"holds a LoRA adapter.*resume it with the same algorithm\.lora"):
+        AgentTrainer(config=copy.deepcopy(cfg), train_dataset=ROWS, test_dataset=ROWS[:2]).train(resume=True)
+    cfg["algorithm"]["lora"] = {"rank": 8, "alpha": 8}  # the run's adapter has rank 4
+    with pytest.raises(
+        ConfigError, match=r"algorithm\.lora\.rank=8, but .* rank 4: .*set algorithm\.lora\.rank: 4"
+    ):
         AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train(resume=True)
 
 

@@ -78,6 +78,29 @@ def adapter_folder(checkpoint: Path) -> Path:
     return folder
 
 
+def require_same_settings(checkpoint: Path, lora: LoraConfig) -> None:
+    """A resume continues the adapter a checkpoint saved: settings that differ would be ignored
+    (peft reads the saved ones), so they are refused."""
+    saved = json.loads((adapter_folder(checkpoint) / "adapter_config.json").read_text())
+    targets = saved.get("target_modules")
+    pairs = {
+        "rank": (saved.get("r"), lora.rank),
+        "alpha": (saved.get("lora_alpha"), lora.alpha),
+        "target_modules": (
+            sorted(targets) if isinstance(targets, list) else targets,
+            sorted(lora.target_modules) if isinstance(lora.target_modules, list) else lora.target_modules,
+        ),
+    }
+    for name, (was, now) in pairs.items():
+        if name == "target_modules" and now == "all-linear":
+            continue  # peft saves the module names all-linear resolved to
+        if was != now:
+            raise ConfigError(
+                f"algorithm.lora.{name}={now!r}, but {checkpoint} saved an adapter with {name} {was!r}: "
+                f"a resume continues that adapter; set algorithm.lora.{name}: {was!r}, or start a new run folder"
+            )
+
+
 def has_adapter(checkpoint: Path) -> bool:
     return (Path(checkpoint) / ADAPTER_DIR / "adapter_config.json").is_file()
 

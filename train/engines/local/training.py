@@ -115,7 +115,7 @@ class LocalTraining:
                     "resume it with the same algorithm.lora settings"
                 )
             if lora_settings is not None:
-                lora.adapter_folder(latest[1])  # refuses a full-weight checkpoint
+                lora.require_same_settings(latest[1], lora_settings)  # and refuses a full-weight checkpoint
         # a LoRA run resumes its adapter on the base; a full-weight run resumes the saved weights
         model_source = str(latest[1]) if latest and lora_settings is None else self.cfg.model
         torch.manual_seed(self.cfg.trainer.seed)
