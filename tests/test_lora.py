@@ -62,6 +62,16 @@ def test_only_the_adapter_trains_and_the_rollout_samples_from_it(tiny_model_dir,
     assert policy.version == 2
 
 
+def test_gradient_checkpointing_still_reaches_the_adapter(tiny_model_dir, tokenizer, stop_ids):
+    """The demo's setting: checkpointed blocks of a model whose embedding is frozen (transformers'
+    non-reentrant checkpointing needs no input that requires grad)."""
+    model, policy, learner = lora_setup(tiny_model_dir, tokenizer, stop_ids, gradient_checkpointing=True)
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    metrics = learner.step(rollout(policy, tokenizer, seed=0))
+    assert metrics["grad_norm"] > 0
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if n in before)
+
+
 def test_a_rollout_without_the_adapter_shows_as_mismatch_and_warns(tiny_model_dir, tokenizer, stop_ids):
     model, policy, learner = lora_setup(tiny_model_dir, tokenizer, stop_ids)
     learner.step(rollout(policy, tokenizer, seed=0))

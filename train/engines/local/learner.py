@@ -154,9 +154,6 @@ class GRPOLearner:
         if algo.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             model.config.use_cache = False
-            if hasattr(model, "disable_adapter"):
-                # frozen embeddings give checkpointed blocks inputs without grad: no gradient would reach the adapter
-                model.enable_input_require_grads()
         self.weights, self.optimizer, self.scheduler = adamw_with_warmup(
             model, algo.lr, algo.weight_decay, algo.warmup_steps
         )
