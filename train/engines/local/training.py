@@ -310,8 +310,11 @@ class LocalTraining:
                         done = step + 1
                         tolerance = self.cfg.algorithm.mismatch_tolerance
                         if plain:
-                            console.print(
-                                step_line(done, cfg.steps, m, tolerance), markup=False, highlight=False
+                            console.print(  # one line whatever the width: a log is read with grep
+                                step_line(done, cfg.steps, m, tolerance),
+                                markup=False,
+                                highlight=False,
+                                soft_wrap=True,
                             )
                         elif warning := mismatch_warning(m, tolerance):
                             console.print(f"[yellow]step {done}: {escape(warning)}")
