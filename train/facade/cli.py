@@ -1,4 +1,4 @@
-"""`aworld-train`: run, eval, sft, render, check, view, env up, data."""
+"""`aworld-train`: run, eval, sft, render, check, export, view, env up, data."""
 
 from __future__ import annotations
 
@@ -131,6 +131,14 @@ def cmd_env_up(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from aworld_train.engines.local.lora import export
+
+    out = export(Path(args.checkpoint), Path(args.output), args.model)
+    print(f"merged model: {out} (use it as model: {out})")
+    return 0
+
+
 def cmd_view(args) -> int:
     from aworld_train.viewer.server import serve
 
@@ -220,6 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     with_config(check)
     check.set_defaults(func=cmd_check)
+
+    export = sub.add_parser(
+        "export", help="merge a LoRA checkpoint's adapter into its base: a plain model folder for model:"
+    )
+    export.add_argument("checkpoint", help="a LoRA run's checkpoint folder (or run folder: its latest)")
+    export.add_argument("output", help="the merged model folder to write (new or empty)")
+    export.add_argument("--model", help="the base model (default: the run's config.yaml model)")
+    export.set_defaults(func=cmd_export)
 
     view = sub.add_parser(
         "view", help="a local web page over run folders: steps, GRPO groups, episodes token by token, drift"

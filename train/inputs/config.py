@@ -46,6 +46,28 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class LoraConfig(_Section):
+    """algorithm.lora: train a LoRA adapter (peft) instead of every weight (the local backend)."""
+
+    rank: int = Field(16, ge=1, description="the adapter's rank r")
+    alpha: float = Field(32.0, gt=0, description="its scale is alpha / rank")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input while training")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear",
+        description="the model's module names to adapt (e.g. [q_proj, v_proj]), or all-linear: every "
+        "linear layer but the output head",
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, list) and not [name for name in value if name.strip()]:
+            raise ValueError(
+                "names no module: list module names such as [q_proj, v_proj], or write all-linear"
+            )
+        return value
+
+
 class AlgorithmConfig(_Section):
     name: Literal["grpo"] = "grpo"
     group_size: int = Field(4, description="samples per task (n); GRPO compares them, so 2 or more")
@@ -75,6 +97,16 @@ class AlgorithmConfig(_Section):
         ge=1.0,
         description="local backend: the largest weight a token sampled by older weights gets in the loss "
         "(truncated importance sampling of the proximal over the behaviour policy)",
+    )
+    lora: LoraConfig | None = Field(
+        None, description="train a LoRA adapter only (backend local); unset: every weight trains"
+    )
+    mismatch_tolerance: float = Field(
+        0.1,
+        gt=0,
+        description="warn when the rollout's logprobs and the learner's recomputation of them differ "
+        "by more than this (mean absolute, per token) before an update; bf16 rounding alone gives "
+        "up to about 0.04, float32 under 1e-4",
     )
 
     @field_validator("group_size")

@@ -15,9 +15,15 @@ class ArealEngine:
         return NativeInputs()  # an `areal:` section never brings its own data or reward
 
     def validate(self, config) -> None:
+        from aworld_train.engines.areal.cpu_run import refuse_cpu_lora
         from aworld_train.engines.areal.render import validate_native
+        from aworld_train.engines.native import refuse_local_lora
 
         validate_native(config.areal)
+        refuse_local_lora(
+            config, "set areal.actor.use_lora (on a GPU run: the CPU policy server loads no adapter)"
+        )
+        refuse_cpu_lora(config)
 
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
         from aworld_train.engines.areal.checks import preflight

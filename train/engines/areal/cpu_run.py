@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from aworld_train.core.errors import ConfigError
 from aworld_train.engines.areal.worker import scheduling_spec
 from aworld_train.engines.native import BLANK, Derived, get
 
@@ -21,6 +22,17 @@ if TYPE_CHECKING:
 def is_cpu_run(cfg: TrainConfig) -> bool:
     value = get(cfg.areal, "cluster.n_gpus_per_node") if cfg.backend == "areal" else None
     return value not in BLANK and int(value) == 0
+
+
+def refuse_cpu_lora(cfg: TrainConfig) -> None:
+    """Our CPU policy server loads full weights, not AReaL's LoRA adapters: refused before the run
+    starts, not by the server after AReaL's first update."""
+    if is_cpu_run(cfg) and get(cfg.areal, "actor.use_lora") is True:
+        raise ConfigError(
+            "areal.actor.use_lora: true with areal.cluster.n_gpus_per_node: 0: the CPU policy server loads "
+            "full weights only, not a LoRA adapter; remove actor.use_lora (train every weight on CPU), or "
+            "run AReaL on GPUs, or use backend local with algorithm.lora"
+        )
 
 
 def cpu_values(model_path: str) -> list[Derived]:

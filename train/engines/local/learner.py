@@ -176,6 +176,8 @@ class GRPOLearner:
         self.temperature = temperature
         self.pad_id = pad_id
         self.ref_model = ref_model if algo.kl_coef > 0 else None
+        # a LoRA model's reference is its base: the same model with the adapter switched off
+        self.kl_against_base = algo.kl_coef > 0 and ref_model is None and hasattr(model, "disable_adapter")
         self.lock = lock or contextlib.nullcontext()
         if algo.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -206,6 +208,17 @@ class GRPOLearner:
             hidden = decoder(input_ids=ids, attention_mask=batch["attention"]).last_hidden_state[:, :-1]
             out[mask] = chunked_token_logprobs(hidden[mask], head, targets, self.temperature)
         return out
+
+    @property
+    def has_reference(self) -> bool:
+        return self.ref_model is not None or self.kl_against_base
+
+    @torch.no_grad()
+    def _reference_logprobs(self, batch) -> torch.Tensor:
+        if self.ref_model is not None:
+            return self._logprobs(self.ref_model, batch)
+        with self.model.disable_adapter():
+            return self._logprobs(self.model, batch)
 
     def step(self, samples: list[Sample], version: int | None = None) -> dict[str, float]:
         """One GRPO update over `samples` (split into `mini_batches` optimizer steps). `version`:
@@ -263,7 +276,7 @@ class GRPOLearner:
             n_seqs = len(mini)
             # Without a KL term a zero-advantage sample adds exactly nothing to the gradient:
             # skip its forward/backward, but keep it in the denominators above.
-            active = mini if self.ref_model is not None else [s for s in mini if s.advantage != 0.0]
+            active = mini if self.has_reference else [s for s in mini if s.advantage != 0.0]
             for micro in micro_batches(active, algo.micro_batch_tokens):
                 batch = _collate(micro, self.pad_id, self.device)
                 logprobs = self._logprobs(self.model, batch)
@@ -282,12 +295,11 @@ class GRPOLearner:
                 )
                 loss = pg
                 kl_value = 0.0
-                if self.ref_model is not None:
-                    with torch.no_grad():
-                        ref = self._logprobs(self.ref_model, batch)
+                if self.has_reference:
+                    ref = self._reference_logprobs(batch)
                     kl = aggregate(kl_k3(logprobs, ref), mask, algo.loss_agg_mode)
                     loss = loss + algo.kl_coef * kl
-                    kl_value = float(kl)
+                    kl_value = float(kl.detach())
                 # weight so the sum over micro-batches equals the mini-batch aggregate
                 weight = (
                     float(mask.sum()) / max(n_tokens, 1)
@@ -297,10 +309,13 @@ class GRPOLearner:
                 (loss * weight).backward()
                 if mini_index == 0:  # before any update: the weights that sampled these tokens
                     with torch.no_grad():
-                        diff = (logprobs.detach() - batch["old"]).abs() * mask
+                        # the tokens these weights sampled (older weights' are compared with
+                        # their recomputation, by design): the rollout's logprobs against ours
+                        fresh = mask * (batch["old"] == batch["behaviour"])
+                        diff = (logprobs.detach() - batch["old"]).abs() * fresh
                         mismatch_sum += float(diff.sum())
                         mismatch_max = max(mismatch_max, float(diff.max()))
-                        mismatch_tokens += int(mask.sum())
+                        mismatch_tokens += int(fresh.sum())
                         _hand_back(micro, logprobs.detach(), mask)
                 totals["loss"] += float(loss.detach()) * weight / len(minis)
                 totals["pg_loss"] += float(pg.detach()) * weight / len(minis)
@@ -319,6 +334,7 @@ class GRPOLearner:
             "lr": self.scheduler.get_last_lr()[0],
             "logprob_mismatch_mean": mismatch_sum / max(mismatch_tokens, 1),
             "logprob_mismatch_max": mismatch_max,
+            "logprob_mismatch_tokens": float(mismatch_tokens),  # 0: nothing was recomputed, no figure
             "train_tokens": float(sum(sum(s.mask) for s in samples)),
             "samples": float(len(samples)),
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+import aworld_train.engines.local.lora as lora
 from aworld_train.core.atomic_files import complete_folder, write_text
 from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDisk, no_checkpoint_to_resume
 from aworld_train.engines.local.async_rollout import GroupStream, Taken
@@ -124,18 +125,34 @@ class LocalTraining:
             raise ConfigError(
                 no_checkpoint_to_resume(self.folder.path / "checkpoints") + _skipped(self.folder)
             )
-        model_source = str(latest[1]) if latest else self.cfg.model
+        lora_settings = self.cfg.algorithm.lora
+        if latest:  # a checkpoint resumes only the kind of training that saved it
+            if lora_settings is None and lora.has_adapter(latest[1]):
+                raise ConfigError(
+                    f"{latest[1]} holds a LoRA adapter: the run trained with algorithm.lora; "
+                    "resume it with the same algorithm.lora settings"
+                )
+            if lora_settings is not None:
+                lora.require_same_settings(latest[1], lora_settings)  # and refuses a full-weight checkpoint
+        # a LoRA run resumes its adapter on the base; a full-weight run resumes the saved weights
+        model_source = str(latest[1]) if latest and lora_settings is None else self.cfg.model
         torch.manual_seed(self.cfg.trainer.seed)
-        self.tokenizer = load_tokenizer(model_source)
+        self.tokenizer = load_tokenizer(str(latest[1]) if latest else self.cfg.model)
         template = template_report(self.tokenizer, self.cfg.rollout)
         require_usable_template(template, self.cfg.model)  # before the model loads
         console.print(f"chat template: {template.line()}")
         self.model = load_model(model_source)
-        self.model.eval()
         ref = None
-        if self.cfg.algorithm.kl_coef > 0:
+        if lora_settings is not None:
+            # the adapter trains, the base stays; the KL reference is the base (adapter switched off)
+            self.model = (
+                lora.load(self.model, latest[1]) if latest else lora.attach(self.model, lora_settings)
+            )
+            console.print(f"LoRA: {lora.trainable_line(self.model)}")
+        elif self.cfg.algorithm.kl_coef > 0:
             ref = load_model(self.cfg.model)
             ref.eval().requires_grad_(False)
+        self.model.eval()
         self.runner, self.policy = local_runner(
             inputs.spec,
             self.cfg.model,
@@ -191,9 +208,10 @@ class LocalTraining:
         console.print(f"[bold]held-out ({name}, step {step}):[/bold] {report.text()}")
         return report
 
-    def save(self, step: int) -> Path:
+    def save(self, step: int, final: bool = False) -> Path:
         """The checkpoint of `step`: written as step_N.partial, its completion marker last, then
-        renamed (atomic_files.complete_folder); a save cut short is never taken for a checkpoint."""
+        renamed (atomic_files.complete_folder); a save cut short is never taken for a checkpoint.
+        A LoRA run saves its adapter; its `final` checkpoint also holds the merged model."""
         path = self.folder.checkpoint_dir(step)
         state = {
             "step": step,
@@ -206,8 +224,15 @@ class LocalTraining:
         try:
             with complete_folder(path, step=step) as tmp:
                 with self.policy.lock:
-                    self.model.save_pretrained(tmp)
+                    if self.cfg.algorithm.lora is None:
+                        self.model.save_pretrained(tmp)
+                    else:
+                        lora.save_adapter(self.model, tmp)
                 self.tokenizer.save_pretrained(tmp)
+                if final and self.cfg.algorithm.lora is not None:
+                    # in the dtype it trained in
+                    dtype = self.model.get_base_model().dtype
+                    lora.export_merged(self.cfg.model, tmp, tmp, self.tokenizer, dtype)
                 # through a Python file: torch's own writer reports a full disk without its errno
                 with (tmp / "trainer_state.pt").open("wb") as f:
                     torch.save(state, f)
@@ -362,8 +387,16 @@ class LocalTraining:
                             step_s=m["step_s"],
                         )
                         done = step + 1
+                        tolerance = self.cfg.algorithm.mismatch_tolerance
                         if plain:
-                            console.print(step_line(done, cfg.steps, m), markup=False, highlight=False)
+                            console.print(  # one line whatever the width: a log is read with grep
+                                step_line(done, cfg.steps, m, tolerance),
+                                markup=False,
+                                highlight=False,
+                                soft_wrap=True,
+                            )
+                        elif warning := mismatch_warning(m, tolerance):
+                            console.print(f"[yellow]step {done}: {escape(warning)}")
                         if done == cfg.steps:
                             self.trained.require_some()  # however short, a run that trained nothing failed
                         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
@@ -377,7 +410,7 @@ class LocalTraining:
                             self.evaluate(f"step_{done:06d}", done)
                         step = done
                 self.stop_stream()  # groups sampled past the last step are not trained
-                final = self.save(cfg.steps) if cfg.steps > self.start_step else None
+                final = self.save(cfg.steps, final=True) if cfg.steps > self.start_step else None
                 self.learner.drop_optimizer_state()  # saved with the checkpoint; no step follows
                 if cfg.eval_after and self.inputs.test_tasks:
                     after = self.evaluate("after", cfg.steps)
@@ -419,6 +452,8 @@ class LocalTraining:
             "step_s_mean": statistics.fmean(step_times) if step_times else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
+        if final is not None and self.cfg.algorithm.lora is not None:
+            summary["adapter_mb"] = round(lora.adapter_bytes(final) / 2**20, 2)
         console.print(
             f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> {_pct(summary['accuracy_after'])}, "
             f"mean reward {_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])} after {cfg.steps} steps; reward curve {summary['reward_curve']}"
@@ -483,8 +518,9 @@ def _skipped(folder: RunFolder) -> str:
     return f"; incomplete checkpoint(s) passed over: {'; '.join(skipped)}" if skipped else ""
 
 
-def step_line(done: int, steps: int, metrics: dict[str, Any]) -> str:
-    """One step's progress as a plain line (an asynchronous run's with its staleness)."""
+def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance: float | None = None) -> str:
+    """One step's progress as a plain line, with the logprob mismatch where the step measured one
+    (and its warning, over `mismatch_tolerance`)."""
     line = (
         f"GRPO step {done}/{steps}: reward {metrics['reward_mean']:.3f} | success "
         f"{metrics['success_rate']:.2f} | tools {metrics['tool_call_rate']:.2f} | {metrics['step_s']:.1f}s/step"
@@ -494,7 +530,24 @@ def step_line(done: int, steps: int, metrics: dict[str, Any]) -> str:
             f" | staleness {metrics['staleness_mean']:.2f} (max {metrics['staleness_max']:.0f})"
             f" | dropped stale {metrics['dropped_stale']:.0f}"
         )
-    return line
+    if metrics.get("logprob_mismatch_tokens"):
+        line += f" | logprob mismatch {metrics['logprob_mismatch_mean']:.4f}"
+    warning = mismatch_warning(metrics, mismatch_tolerance)
+    return f"{line} | WARNING: {warning}" if warning else line
+
+
+def mismatch_warning(metrics: dict[str, Any], tolerance: float | None) -> str | None:
+    """Why a step's rollout logprobs disagree with the learner's recomputation, where they do by
+    more than `tolerance`: the tokens were not sampled from the weights being trained."""
+    value = metrics.get("logprob_mismatch_mean")
+    if tolerance is None or not metrics.get("logprob_mismatch_tokens") or value is None or value <= tolerance:
+        return None
+    return (
+        f"the rollout's logprobs differ from the learner's recomputation by {value:.4f} per token "
+        f"(above algorithm.mismatch_tolerance={tolerance}): the rollout is not sampling from the weights "
+        "being trained; likely cause: the LoRA adapter (or the last update) was not loaded into the "
+        "rollout's model"
+    )
 
 
 def _pct(value: float | None) -> str:

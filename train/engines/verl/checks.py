@@ -29,6 +29,23 @@ def require_v1(final: Any) -> None:
         )
 
 
+def require_merged_lora_on_cpu(cfg: Any) -> None:
+    """Our CPU rollout loads full weights only: verl must merge a LoRA adapter before it sends them
+    (model.lora.merge); an adapter sent on its own would be refused mid-run, after the first update."""
+    from aworld_train.engines.verl.cpu_run import is_cpu_run
+
+    model = "actor_rollout_ref.model"
+    rank = get(cfg.verl, f"{model}.lora_rank") or get(cfg.verl, f"{model}.lora.rank")
+    if rank in BLANK or not int(rank) or not is_cpu_run(cfg):
+        return
+    if get(cfg.verl, f"{model}.lora.merge") is not True:
+        raise ConfigError(
+            f"verl.{model}.lora_rank={rank} on a CPU run: the CPU rollout loads merged weights only, not a "
+            f"LoRA adapter; set verl.{model}.lora.merge: true (verl then merges the adapter into the weights "
+            "it sends after each update)"
+        )
+
+
 def fit_token_budgets(final: Any, inputs: RunInputs) -> None:
     """Raise derived budgets to the longest sequence; a budget the user set that is too small is an error."""
     from omegaconf import OmegaConf

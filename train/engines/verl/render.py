@@ -19,9 +19,23 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from aworld_train.core.errors import ConfigError
-from aworld_train.engines.native import BLANK, Derived, fill, get, module_file, put, unknown_key_message
+from aworld_train.engines.native import (
+    BLANK,
+    Derived,
+    fill,
+    get,
+    module_file,
+    put,
+    refuse_local_lora,
+    unknown_key_message,
+)
 from aworld_train.engines.node_servers import server_entries
-from aworld_train.engines.verl.checks import fit_token_budgets, require_v1, warn_long_prompts
+from aworld_train.engines.verl.checks import (
+    fit_token_budgets,
+    require_merged_lora_on_cpu,
+    require_v1,
+    warn_long_prompts,
+)
 from aworld_train.engines.verl.cluster import (
     check_ray_environment,
     cluster_address,
@@ -233,6 +247,12 @@ def validate_native(cfg: TrainConfig) -> None:
     trainer; RAY_ADDRESS, if the run reads it, is an address. Nothing loads; the render checks the
     filled config again."""
     check_ray_environment(cfg)
+    refuse_local_lora(
+        cfg,
+        "set verl.actor_rollout_ref.model.lora_rank (with verl.actor_rollout_ref.model.lora.merge: true "
+        "on a CPU run)",
+    )
+    require_merged_lora_on_cpu(cfg)
     require_v1(compose(native_section(cfg)))
 
 
