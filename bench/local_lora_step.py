@@ -13,11 +13,10 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
-from local_step import half_vocab_reward, prompts  # the same task as the TRL comparison
+from local_step import child_result, half_vocab_reward, prompts  # the same task as the TRL comparison
 
 MODEL = "embedded:smollm2-135m"
 
@@ -99,13 +98,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--mode", mode]
         for flag in ("steps", "prompts", "group", "completion", "rank"):
             cmd += [f"--{flag}", str(getattr(args, flag))]
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-        )
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            sys.exit(f"{mode} failed:\n{proc.stderr[-4000:]}")
-        results[mode] = json.loads(line[len("RESULT ") :])
+        results[mode] = child_result(cmd, mode)
     full, adapter = results["full"], results["lora"]
     print(
         f"model: {MODEL} ({full['dtype']}); batch: {args.prompts} prompts x {args.group} samples, "

@@ -158,6 +158,18 @@ def child(args) -> None:
     print("RESULT " + json.dumps(result))
 
 
+def child_result(cmd: list[str], what: str) -> dict:
+    """Run one measured mode in a process of its own (its peak RSS is its own) and read the
+    `RESULT {json}` line it prints; exit with its stderr's tail if it printed none."""
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        sys.exit(f"{what} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(line[len("RESULT ") :])
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -199,13 +211,7 @@ def main() -> None:
                 "--completion",
                 str(args.completion),
             ]
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-            )
-            line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-            if line is None:
-                sys.exit(f"{impl} failed:\n{proc.stderr[-4000:]}")
-            results[impl] = json.loads(line[len("RESULT ") :])
+            results[impl] = child_result(cmd, impl)
     ours, trl = results["ours"], results["trl"]
     print(
         f"batch: {args.prompts} prompts x {args.group} samples, {args.completion} completion tokens, {args.steps} measured steps"
