@@ -8,9 +8,12 @@ the learner has gradients to compute; the answer after the tool result is the mo
 sampled and trained. Every setting trains the
 same steps of the same batches (same seed, same number of groups); printed per setting: the
 training loop's time per step, the share of it the learner waited for episodes, staleness and
-groups dropped, and the ratio of its total to the synchronous one's.
+groups dropped, the ratio of its total to the synchronous one's, and the accuracy of the trained
+weights on held-out tasks (each with the right calculate call scripted, so that what is measured is
+the answer the model writes after the tool's result). With several seeds, every setting runs once
+per seed and the accuracies' spread across seeds is printed beside each setting's.
 
-    python bench/async_vs_sync.py [--steps 6] [--staleness 0 1 2] [--p50 0.3] [--p99 8]
+    python bench/async_vs_sync.py [--steps 6] [--staleness 0 1 2] [--p50 0.3] [--p99 8] [--seeds 0 1]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from rollout_profile import calculator_script  # noqa: E402
 
 ROWS = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(32)]
+HELD_OUT = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(100, 132)]
 
 
 class ToolCallFirst:
@@ -39,6 +43,7 @@ class ToolCallFirst:
         self.tokenizer = tokenizer
         self.script = calculator_script(tokenizer)
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.wrong_calls = True  # off for the held-out evaluation
 
     def __getattr__(self, name):  # lock, version, pad_id, ...: the local policy's
         return getattr(self.policy, name)
@@ -50,13 +55,15 @@ class ToolCallFirst:
         if "<tool_response>" in text[text.rindex("What is") :]:
             return await self.policy.generate(prompt_ids, sampling)
         call = self.script(prompt_ids)
-        if (sampling.seed or 0) % 2:  # a wrong expression: the answer it leads to earns 0
+        if (
+            self.wrong_calls and (sampling.seed or 0) % 2
+        ):  # a wrong expression: the answer it leads to earns 0
             call = call.replace(" * 7", " * 8")
         ids = self.tokenizer.encode(call, add_special_tokens=False) + [self.end]
         return Generation(ids, [-0.5] * len(ids), "stop", versions=[self.policy.version] * len(ids))
 
 
-def run(staleness: int, args, folder: Path) -> dict:
+def run(staleness: int, seed: int, args, folder: Path) -> dict:
     from aworld_train import AgentTrainer
     from aworld_train.engines.local.training import LocalTraining
 
@@ -69,12 +76,12 @@ def run(staleness: int, args, folder: Path) -> dict:
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {
             "steps": args.steps,
-            "seed": args.seed,
+            "seed": seed,
             "save_every": 0,
             "eval_every": 0,
-            "eval_before": False,
-            "eval_after": False,
-            "run_dir": str(folder / f"staleness_{staleness}"),
+            "eval_before": True,
+            "eval_after": True,
+            "run_dir": str(folder / f"seed_{seed}_staleness_{staleness}"),
             "log_trajectories": 0,
         },
         "env": [
@@ -83,14 +90,27 @@ def run(staleness: int, args, folder: Path) -> dict:
                 "env": {
                     "CALCULATOR_LATENCY_P50_S": str(args.p50),
                     "CALCULATOR_LATENCY_P99_S": str(args.p99),
-                    "CALCULATOR_LATENCY_SEED": str(args.seed),
+                    "CALCULATOR_LATENCY_SEED": str(seed),
                 },
             }
         ],
     }
-    trainer = AgentTrainer(config=config, train_dataset=ROWS)
+    trainer = AgentTrainer(config=config, train_dataset=ROWS, test_dataset=HELD_OUT)
     training = LocalTraining(trainer.run_inputs())
-    training.policy = ToolCallFirst(training.policy, training.tokenizer)
+    training.policy = scripted = ToolCallFirst(training.policy, training.tokenizer)
+    accuracy: dict[str, float] = {}
+    evaluate = training.evaluate
+
+    def evaluate_with_right_calls(name: str, step: int):
+        scripted.wrong_calls = False
+        try:
+            report = evaluate(name, step)
+        finally:
+            scripted.wrong_calls = True
+        accuracy[name] = report.accuracy
+        return report
+
+    training.evaluate = evaluate_with_right_calls
     started = time.perf_counter()
     training.run()
     wall = time.perf_counter() - started
@@ -108,7 +128,13 @@ def run(staleness: int, args, folder: Path) -> dict:
         "dropped": sum(r.get("dropped_stale", 0.0) for r in steps),
         "samples": sum(r.get("samples", 0.0) for r in steps),
         "reward": sum(r["reward_mean"] for r in steps) / len(steps),
+        "accuracy_before": accuracy["before"],
+        "accuracy": accuracy["after"],
     }
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.3f}-{max(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
 def main() -> None:
@@ -121,25 +147,35 @@ def main() -> None:
     )
     parser.add_argument("--p50", type=float, default=0.3, help="the tool's median latency, s")
     parser.add_argument("--p99", type=float, default=8.0, help="the tool's 99th percentile latency, s")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    with tempfile.TemporaryDirectory() as tmp:
-        results = [run(s, args, Path(tmp)) for s in args.staleness]
-    base = next((r for r in results if r["staleness"] == 0), results[0])
-    print(
-        f"{args.steps} steps x {args.batch} tasks x {args.group} samples; tool latency log-normal "
-        f"p50 {args.p50} s, p99 {args.p99} s; seed {args.seed}"
-    )
-    print(
-        "max_staleness  s/step  update s  loop s  wall s  learner idle  staleness  dropped  samples  reward  loop vs sync"
-    )
-    for r in results:
+    accuracies: dict[int, list[float]] = {s: [] for s in args.staleness}
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = [run(s, seed, args, Path(tmp)) for s in args.staleness]
+        base = next((r for r in results if r["staleness"] == 0), results[0])
         print(
-            f"{r['staleness']:>13}  {r['step_s']:6.2f}  {r['update_s']:8.2f}  {r['loop_s']:6.1f}  {r['wall_s']:6.1f}  "
-            f"{r['idle_share']:12.0%}  {r['staleness_mean']:9.2f}  {r['dropped']:7.0f}  {r['samples']:7.0f}  "
-            f"{r['reward']:6.3f}  {r['loop_s'] / base['loop_s']:12.2f}"
+            f"{args.steps} steps x {args.batch} tasks x {args.group} samples; tool latency log-normal "
+            f"p50 {args.p50} s, p99 {args.p99} s; seed {seed}; held-out {len(HELD_OUT)} tasks, "
+            f"accuracy before training {results[0]['accuracy_before']:.3f}"
         )
+        print(
+            "max_staleness  s/step  update s  loop s  wall s  learner idle  staleness  dropped  samples  reward  "
+            "held-out acc  loop vs sync"
+        )
+        for r in results:
+            accuracies[r["staleness"]].append(r["accuracy"])
+            print(
+                f"{r['staleness']:>13}  {r['step_s']:6.2f}  {r['update_s']:8.2f}  {r['loop_s']:6.1f}  "
+                f"{r['wall_s']:6.1f}  {r['idle_share']:12.0%}  {r['staleness_mean']:9.2f}  {r['dropped']:7.0f}  "
+                f"{r['samples']:7.0f}  {r['reward']:6.3f}  {r['accuracy']:12.3f}  {r['loop_s'] / base['loop_s']:12.2f}",
+                flush=True,
+            )
+    if len(args.seeds) > 1:
+        print(f"held-out accuracy across seeds {args.seeds} (min-max):")
+        for staleness, values in accuracies.items():
+            print(f"  max_staleness {staleness}: mean {sum(values) / len(values):.3f}, {spread(values)}")
 
 
 if __name__ == "__main__":
