@@ -19,6 +19,7 @@ per seed and the accuracies' spread across seeds is printed beside each setting'
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import torch  # noqa: E402
 from rollout_profile import calculator_script  # noqa: E402
 
 ROWS = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(32)]
@@ -35,8 +37,9 @@ HELD_OUT = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in rang
 
 
 class ToolCallFirst:
-    """The local policy, each episode's first reply scripted as a calculate call (stamped with the
-    weights' version like the policy's own tokens); every later reply the model's."""
+    """The local policy, each episode's first reply scripted as a calculate call (with the logprobs
+    and version of the weights it runs beside, like the policy's own tokens); every later reply the
+    model's."""
 
     def __init__(self, policy, tokenizer) -> None:
         self.policy = policy
@@ -60,7 +63,21 @@ class ToolCallFirst:
         ):  # a wrong expression: the answer it leads to earns 0
             call = call.replace(" * 7", " * 8")
         ids = self.tokenizer.encode(call, add_special_tokens=False) + [self.end]
-        return Generation(ids, [-0.5] * len(ids), "stop", versions=[self.policy.version] * len(ids))
+        logprobs, version = await asyncio.to_thread(self.score, prompt_ids, ids, sampling.temperature)
+        return Generation(ids, logprobs, "stop", versions=[version] * len(ids))
+
+    @torch.no_grad()
+    def score(self, prompt_ids: list[int], ids: list[int], temperature: float) -> tuple[list[float], int]:
+        """The scripted tokens' logprobs under the current weights, as the policy computes a sampled
+        token's (log_softmax of logits / temperature), and those weights' version: the learner then
+        sees the script as tokens these weights could have sampled, not as a logprob mismatch."""
+        with self.policy.lock.mutex:  # the weights and their version as one
+            logits = self.policy.model(torch.tensor([prompt_ids + ids], device=self.policy.device)).logits
+            logits = logits[0, len(prompt_ids) - 1 : -1].float() / (temperature if temperature > 0 else 1.0)
+            logprobs = torch.log_softmax(logits, -1).gather(
+                -1, torch.tensor(ids, device=logits.device)[:, None]
+            )
+            return logprobs[:, 0].tolist(), self.policy.version
 
 
 def run(staleness: int, seed: int, args, folder: Path) -> dict:

@@ -21,6 +21,15 @@ def test_render_prints_the_final_config_with_overrides():
     assert rendered["algorithm"]["group_size"] == 8 and rendered["backend"] == "local"
 
 
+def test_the_asynchronous_example_renders_with_its_switch_and_its_slow_tool():
+    out = run("render", "examples/calculator/grpo_local_async.yaml")
+    assert out.returncode == 0, out.stderr
+    rendered = yaml.safe_load(out.stdout)
+    assert rendered["algorithm"]["max_staleness"] == 1
+    [calculator] = rendered["env"]
+    assert calculator["env"]["CALCULATOR_LATENCY_P99_S"] == "8"
+
+
 def test_bad_config_key_is_a_clear_error_not_a_traceback():
     out = run("render", "examples/calculator/grpo_local.yaml", "rollout.max_turn=3")
     assert out.returncode == 2
