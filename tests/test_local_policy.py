@@ -94,3 +94,25 @@ def test_a_seeded_row_draws_the_same_tokens_in_any_batch(policy, tokenizer):
     assert shared[1].token_ids == alone.token_ids and shared[1].logprobs == pytest.approx(
         alone.logprobs, abs=1e-4
     )
+
+
+def largest_allocation_mb(run) -> float:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    return max((e.cpu_memory_usage for e in prof.events()), default=0) / 2**20
+
+
+def test_a_frozen_models_prefill_never_copies_the_output_weight_per_row(tiny_model_dir, tokenizer, stop_ids):
+    """A LoRA base (or any frozen model) in bfloat16, as runs load it, sampling 32 rows: without a
+    contiguous input to the output layer, torch broadcast its [vocab, hidden] weight to every row
+    (32 x 6 MB here)."""
+    model = load_model(str(tiny_model_dir), dtype=torch.bfloat16).requires_grad_(False)
+    weight_mb = model.get_output_embeddings().weight.numel() * 2 / 2**20
+    policy = LocalPolicy(model, tokenizer, stop_ids, max_batch_size=32)
+    prompts = [tokenizer.encode(f"Prompt number {i} asks for something") for i in range(32)]
+    largest = largest_allocation_mb(
+        lambda: policy.generate_batch(prompts, SamplingParams(max_new_tokens=2, temperature=1.0, seed=0))
+    )
+    assert largest < 4 * weight_mb, f"{largest:.0f} MB in one allocation against a {weight_mb:.1f} MB weight"

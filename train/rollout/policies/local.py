@@ -105,6 +105,22 @@ def supports_prefix_reuse(model) -> bool:
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
+def _contiguous_input(module, args):
+    return (args[0].contiguous(), *args[1:])
+
+
+def contiguous_output_layer_input(model) -> None:
+    """Hand the output layer a contiguous input. With `logits_to_keep=1` it gets the last
+    position's hidden states as a strided view, and where its weight does not require grad (a LoRA
+    base, a frozen model) torch's matmul then copies the [vocab, hidden] weight once per row before
+    the product: 864 MB for 16 rows of the embedded model, 3.5 GB for the demo's 64 episodes. A
+    contiguous [rows, 1, hidden] input folds into one matrix product."""
+    layer = model.get_output_embeddings()
+    if layer is not None and not getattr(layer, "_aworld_contiguous_input", False):
+        layer.register_forward_pre_hook(_contiguous_input)
+        layer._aworld_contiguous_input = True
+
+
 class LocalPolicy:
     def __init__(
         self,
@@ -115,6 +131,7 @@ class LocalPolicy:
         prefix_cache_mb: float = 256,
     ) -> None:
         self.model = model
+        contiguous_output_layer_input(model)
         self.tokenizer = tokenizer
         self.stop_token_ids = list(stop_token_ids)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
