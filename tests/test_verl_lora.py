@@ -274,6 +274,6 @@ def test_the_launcher_adds_the_mismatch_line_after_each_verl_step_line(tmp_path,
     assert returncode == 0
     lines = log.read_text().splitlines()
     assert lines[:2] == ["Training Progress: 1/3", step]
-    assert lines[2].startswith("verl step 3: rollout probability mismatch 0.2500 (max 0.9000) | WARNING: ")
+    assert lines[2].startswith("verl step 3: rollout probability mismatch 0.25 (max 0.9) | WARNING: ")
     assert "training/rollout_probs_diff_mean" in lines[2] and "LoRA adapter" in lines[2]
     assert lines[2] in capsys.readouterr().err
