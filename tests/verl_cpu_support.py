@@ -4,9 +4,7 @@ A random tiny model never answers right, so exact_answer would give every sample
 gradient; this dense stand-in scores the share of distinct characters in the answer, which
 differs between samples of a group."""
 
-import ast
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,26 +20,11 @@ def distinct_chars(data_source, solution_str, ground_truth, extra_info=None):
     return {"score": len(set(text)) / max(1, len(text)), "chars": len(text)}
 
 
-STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
-
-
 def parse_steps(log: str) -> dict[int, dict[str, float]]:
     """verl's console logger line per step: `step:N - key:value - key:value ...`."""
-    steps: dict[int, dict[str, float]] = {}
-    for line in log.splitlines():
-        match = STEP_LINE.search(line)
-        if not match:
-            continue
-        metrics = {}
-        for item in match.group(2).split(" - "):
-            key, _, value = item.partition(":")
-            value = re.sub(r"^np\.\w+\((.*)\)$", r"\1", value.strip())
-            try:
-                metrics[key] = float(ast.literal_eval(value))
-            except (ValueError, SyntaxError):
-                continue
-        steps[int(match.group(1))] = metrics
-    return steps
+    from aworld_train.engines.verl.step_lines import parse_step_line
+
+    return dict(parsed for line in log.splitlines() if (parsed := parse_step_line(line)))
 
 
 def calculator_rows(n: int) -> list[str]:

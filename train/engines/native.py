@@ -109,10 +109,12 @@ def launch(
     log_name: str,
     env: dict[str, str] | None = None,
     servers: ServerSupervisor | None = None,
+    watch: Callable[[str], str | None] | None = None,
 ) -> tuple[int, Path]:
     """Run the engine's entry point, its output streamed to stderr and appended to
     `<run_dir>/<log_name>`; `env` is added to the environment. An `env:` server that `servers`
-    gives up ends the engine (its episodes could reach the tools no more)."""
+    gives up ends the engine (its episodes could reach the tools no more). `watch` reads each line;
+    a line it returns follows that one, in both."""
     log_path = inputs.run_dir / log_name
     prefix = " ".join(f"{key}={value}" for key, value in (env or {}).items())
     print(f"launching: {prefix + ' ' if prefix else ''}{' '.join(command)}\nlog: {log_path}", file=sys.stderr)
@@ -124,8 +126,10 @@ def launch(
             if servers is not None:
                 servers.on_give_up(lambda _: proc.terminate())
             for line in proc.stdout:
-                sys.stderr.write(line)
-                log.write(line)
+                added = watch(line) if watch is not None else None
+                for text in (line, f"{added}\n" if added else ""):
+                    sys.stderr.write(text)
+                    log.write(text)
             returncode = proc.wait()
     return returncode, log_path
 
@@ -137,10 +141,12 @@ def launch_run(
     resume: bool,
     *,
     refuse: Callable[[RenderedRun], None] | None = None,
+    watch: Callable[[str], str | None] | None = None,
 ) -> dict[str, Any]:
     """Start the config's MCP servers, render the run folder, make `run`'s checks against those
     servers and that render (before a GPU node is claimed), then launch the engine, with its own
-    resume overrides when resuming; its summary. `refuse` may reject the rendered run first.
+    resume overrides when resuming; its summary. `refuse` may reject the rendered run first;
+    `watch` reads the engine's output (see `launch`).
 
     The servers start and the config renders once: the checks see what the engine will run with."""
     from aworld_train.prerun.checks import require_checks
@@ -154,7 +160,7 @@ def launch_run(
             refuse(run)
         require_checks(inputs, engine, run)
         command = list(run.command) + (resume_overrides if resume else [])
-        returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env, servers)
+        returncode, log_path = launch(command, inputs, f"{run.engine}.log", run.env, servers, watch)
     servers.check(wait=False)  # a server given up ended the engine: that is the cause to report
     if returncode != 0:
         raise EngineFailed(engine_failure(run.engine, returncode, log_path))

@@ -106,7 +106,8 @@ class AlgorithmConfig(_Section):
         gt=0,
         description="warn when the rollout's logprobs and the learner's recomputation of them differ "
         "by more than this (mean absolute, per token) before an update; bf16 rounding alone gives "
-        "up to about 0.04, float32 under 1e-4",
+        "up to about 0.04, float32 under 1e-4. On verl: its training/rollout_probs_diff_mean (the "
+        "same tokens' probabilities)",
     )
 
     @field_validator("group_size")

@@ -26,6 +26,7 @@ from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDi
 from aworld_train.engines.local.async_rollout import GroupStream, Taken
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.engines.mismatch import rollout_mismatch_warning
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.episodes.runner import local_runner
@@ -537,17 +538,10 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
 
 
 def mismatch_warning(metrics: dict[str, Any], tolerance: float | None) -> str | None:
-    """Why a step's rollout logprobs disagree with the learner's recomputation, where they do by
-    more than `tolerance`: the tokens were not sampled from the weights being trained."""
-    value = metrics.get("logprob_mismatch_mean")
-    if tolerance is None or not metrics.get("logprob_mismatch_tokens") or value is None or value <= tolerance:
+    """The mismatch warning (engines/mismatch.py) for a step's learner metrics, where it measured one."""
+    if not metrics.get("logprob_mismatch_tokens"):
         return None
-    return (
-        f"the rollout's logprobs differ from the learner's recomputation by {value:.4f} per token "
-        f"(above algorithm.mismatch_tolerance={tolerance}): the rollout is not sampling from the weights "
-        "being trained; likely cause: the LoRA adapter (or the last update) was not loaded into the "
-        "rollout's model"
-    )
+    return rollout_mismatch_warning(metrics.get("logprob_mismatch_mean"), tolerance)
 
 
 def _pct(value: float | None) -> str:

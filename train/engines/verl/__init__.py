@@ -48,6 +48,7 @@ class VerlEngine:
 
         from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
         from aworld_train.engines.native import launch_run
+        from aworld_train.engines.verl.step_lines import MismatchWatch
 
         def refuse_nothing_to_resume(run: RenderedRun) -> None:
             # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint:
@@ -57,7 +58,15 @@ class VerlEngine:
             if resume and latest_verl_checkpoint(folder) is None:
                 raise ConfigError(no_checkpoint_to_resume(folder))
 
-        return launch_run(self, inputs, ["trainer.resume_mode=auto"], resume, refuse=refuse_nothing_to_resume)
+        return launch_run(
+            self,
+            inputs,
+            ["trainer.resume_mode=auto"],
+            resume,
+            refuse=refuse_nothing_to_resume,
+            # each step's rollout mismatch after verl's step line, warned above the tolerance
+            watch=MismatchWatch(inputs.config.algorithm.mismatch_tolerance),
+        )
 
     def sft(
         self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False

@@ -29,20 +29,61 @@ def require_v1(final: Any) -> None:
         )
 
 
-def require_merged_lora_on_cpu(cfg: Any) -> None:
-    """Our CPU rollout loads full weights only: verl must merge a LoRA adapter before it sends them
-    (model.lora.merge); an adapter sent on its own would be refused mid-run, after the first update."""
-    from aworld_train.engines.verl.cpu_run import is_cpu_run
+# vLLM's largest adapter rank (vllm.config.lora.MaxLoRARanks), which verl 0.9.1 falls back to as
+# well where it cannot read vLLM's (workers/rollout/vllm_rollout/utils.py, get_vllm_max_lora_rank)
+VLLM_MAX_LORA_RANK = 512
+MODEL = "actor_rollout_ref.model"
 
-    model = "actor_rollout_ref.model"
-    rank = get(cfg.verl, f"{model}.lora_rank") or get(cfg.verl, f"{model}.lora.rank")
-    if rank in BLANK or not int(rank) or not is_cpu_run(cfg):
-        return
-    if get(cfg.verl, f"{model}.lora.merge") is not True:
+
+def lora_rank(composed: Any) -> int:
+    """The adapter rank verl's FSDP actor trains (0: no adapter)."""
+    return int(composed.actor_rollout_ref.model.get("lora_rank") or 0)
+
+
+def lora_unmerged(composed: Any) -> bool:
+    """Whether the actor sends an adapter to the rollout, rather than weights with it merged in."""
+    return lora_rank(composed) > 0 and not composed.actor_rollout_ref.model.lora.get("merge", False)
+
+
+def refuse_unservable_lora(composed: Any, rollout: str) -> None:
+    """LoRA settings of the composed verl config that verl 0.9.1 would not carry out as written,
+    each refused with its fix before anything starts. `rollout` is the rollout's name
+    (`aworld_cpu` loads the adapter into its model; vLLM gets it as a LoRA request)."""
+    model = composed.actor_rollout_ref.model
+    actor = composed.actor_rollout_ref.actor
+    rollout_section = composed.actor_rollout_ref.rollout
+    megatron_rank = int(model.lora.get("rank") or 0)
+    if actor.strategy in ("fsdp", "fsdp2") and megatron_rank > 0 and lora_rank(composed) == 0:
         raise ConfigError(
-            f"verl.{model}.lora_rank={rank} on a CPU run: the CPU rollout loads merged weights only, not a "
-            f"LoRA adapter; set verl.{model}.lora.merge: true (verl then merges the adapter into the weights "
-            "it sends after each update)"
+            f"verl.{MODEL}.lora.rank={megatron_rank} is read by verl's Megatron actor only: the FSDP actor "
+            f"(actor.strategy {actor.strategy}) would train every weight; set verl.{MODEL}.lora_rank: "
+            f"{megatron_rank} (with lora_alpha and target_modules beside it)"
+        )
+    if not lora_unmerged(composed):
+        return
+    rank = lora_rank(composed)
+    if composed.trainer.v1.trainer_mode == "separate_async":
+        raise ConfigError(
+            f"verl.{MODEL}.lora_rank={rank} with an adapter that is not merged, in trainer_mode "
+            "separate_async: verl 0.9.1 pushes the standalone rollout's weights through a checkpoint engine, "
+            "and that path sends the base weights without the adapter (workers/engine_workers.py:764 drops "
+            "the peft_config), so the rollout would sample from the base alone; set "
+            f"verl.{MODEL}.lora.merge: true (the adapter merged into the weights sent), or trainer_mode "
+            "sync or colocate_async"
+        )
+    if rollout_section.get("layered_summon") and "dummy" in str(rollout_section.load_format):
+        raise ConfigError(
+            "verl.actor_rollout_ref.rollout.layered_summon=true with load_format "
+            f"{rollout_section.load_format!r} and a LoRA adapter: verl 0.9.1 then sends the base weights "
+            "once, which layered_summon cannot gather (utils/fsdp_utils.py, collect_lora_params raises at "
+            "the first update); set verl.actor_rollout_ref.rollout.load_format: safetensors (the rollout "
+            "loads the base from the model path) or layered_summon: false"
+        )
+    if rollout == "vllm" and rank > VLLM_MAX_LORA_RANK:
+        raise ConfigError(
+            f"verl.{MODEL}.lora_rank={rank}: vLLM serves adapters of rank up to {VLLM_MAX_LORA_RANK} "
+            f"(verl sets its max_lora_rank from lora_rank); lower lora_rank, or set verl.{MODEL}.lora.merge: "
+            "true (merged weights need no adapter support)"
         )
 
 

@@ -32,7 +32,7 @@ from aworld_train.engines.native import (
 from aworld_train.engines.node_servers import server_entries
 from aworld_train.engines.verl.checks import (
     fit_token_budgets,
-    require_merged_lora_on_cpu,
+    refuse_unservable_lora,
     require_v1,
     warn_long_prompts,
 )
@@ -77,6 +77,11 @@ def native_value(cfg, dotted: str) -> Any:
     """A key of the user's native `verl:` section; None where absent, empty or `auto`."""
     value = get(cfg.verl, dotted) if cfg.backend == "verl" else None
     return None if value in BLANK else value
+
+
+def default_rollout(cfg: TrainConfig) -> str:
+    """The rollout a run gets where its `verl:` section names none."""
+    return "aworld_cpu" if is_cpu_run(cfg) else "vllm"
 
 
 def native_inputs(cfg: TrainConfig) -> NativeInputs:
@@ -187,7 +192,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.model.path", model_path, "model"),
         Derived("actor_rollout_ref.model.override_config.attn_implementation", attention_implementation()),
         Derived("actor_rollout_ref.rollout.n", algo.group_size, "algorithm.group_size"),
-        Derived("actor_rollout_ref.rollout.name", "aworld_cpu" if is_cpu_run(cfg) else "vllm"),
+        Derived("actor_rollout_ref.rollout.name", default_rollout(cfg)),
         Derived("actor_rollout_ref.rollout.temperature", rollout.temperature, "rollout.temperature"),
         Derived("actor_rollout_ref.rollout.calculate_log_probs", True),
         Derived("actor_rollout_ref.rollout.multi_turn.enable", True),
@@ -247,13 +252,11 @@ def validate_native(cfg: TrainConfig) -> None:
     trainer; RAY_ADDRESS, if the run reads it, is an address. Nothing loads; the render checks the
     filled config again."""
     check_ray_environment(cfg)
-    refuse_local_lora(
-        cfg,
-        "set verl.actor_rollout_ref.model.lora_rank (with verl.actor_rollout_ref.model.lora.merge: true "
-        "on a CPU run)",
-    )
-    require_merged_lora_on_cpu(cfg)
-    require_v1(compose(native_section(cfg)))
+    refuse_local_lora(cfg, "set verl.actor_rollout_ref.model.lora_rank (and lora_alpha, target_modules)")
+    composed = compose(native_section(cfg))
+    require_v1(composed)
+    rollout = native_value(cfg, "actor_rollout_ref.rollout.name") or default_rollout(cfg)
+    refuse_unservable_lora(composed, str(rollout))
 
 
 def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, Any]:

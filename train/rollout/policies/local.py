@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -205,12 +206,11 @@ class LocalPolicy:
         self.version += 1
 
     def load_weights(self, named: dict[str, torch.Tensor], version: int | None = None) -> int:
-        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch) as
-        `version` (the trainer's; default: the next); the number loaded. A name the model lacks, or
-        a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
-        one loads both)."""
-        model = self.model
-        with self.lock, torch.no_grad():
+        """Load a trainer's weights by name as `version` (see `change_weights`); the number loaded.
+        A name the model lacks, or a weight left unloaded, is an error (a tied lm_head shares the
+        embedding's storage: loading one loads both)."""
+
+        def load(model) -> int:
             result = model.load_state_dict(named, strict=False)
             state = model.state_dict()
             loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
@@ -220,8 +220,17 @@ class LocalPolicy:
                     "the trainer's weights do not match the rollout model "
                     f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
                 )
+            return len(named)
+
+        return self.change_weights(load, version)
+
+    def change_weights(self, change: Callable[[torch.nn.Module], int], version: int | None = None) -> int:
+        """`change(model)` under `lock` (never between two tokens of a batch), then the weights are
+        `version` (the trainer's; default: the next) unless it raised; what it returns."""
+        with self.lock, torch.no_grad():
+            result = change(self.model)
             self.version = self.version + 1 if version is None else int(version)
-        return len(named)
+        return result
 
     def clear_prefix_cache(self) -> None:
         if self.prefix_cache is not None:

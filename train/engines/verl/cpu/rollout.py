@@ -12,6 +12,8 @@
   them into the server, as verl's colocated vLLM/SGLang adapters push theirs to the engine.
   A standalone replica (separate_async) gets them from its checkpoint worker, which received
   them through the `aworld_cpu` checkpoint engine (weights.py).
+  An actor training a LoRA adapter it does not merge sends the adapter (and, once, the base):
+  the server loads it into its model (lora.py) and samples from base + adapter.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from aworld_train.engines.verl.cpu.lora import RolloutAdapter, base_weights, refuse_lora_names
 from aworld_train.rollout.policies.client import SamplingParams
 
 log = logging.getLogger("aworld_train")
@@ -69,6 +72,8 @@ class AWorldCPUServer:
         self.response_length = response_length
         self.global_steps: int | None = None
         self.weight_loads = 0
+        self.adapter = RolloutAdapter(model)
+        self.adapter_loads = 0
 
     async def generate(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str | None = None, **_: Any
@@ -107,10 +112,32 @@ class AWorldCPUServer:
         except RuntimeError as exc:
             raise RuntimeError(f"{NAME}: {exc}") from exc
 
+    async def load_adapter(
+        self, named: list[tuple[str, torch.Tensor]], peft_config: dict[str, Any], global_steps: int | None
+    ) -> int:
+        """The actor's LoRA adapter (weights and settings) into the model, replacing the last one."""
+        try:
+            loaded = await asyncio.to_thread(
+                self.policy.change_weights, lambda _: self.adapter.load(named, peft_config), global_steps
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise type(exc)(f"{NAME}: {exc}") from exc
+        self.global_steps = self.policy.version
+        self.adapter_loads += 1
+        # the server's stdout reaches verl's log through Ray: the line a user (and a test) reads to
+        # see that the adapter arrived
+        print(
+            f"{NAME}: LoRA adapter loaded ({loaded} tensors, rank {peft_config.get('r')}) as weights "
+            f"version {self.global_steps}; adapter loads {self.adapter_loads}",
+            flush=True,
+        )
+        return loaded
+
     async def stats(self) -> dict[str, Any]:
         return {
             "global_steps": self.global_steps,
             "weight_loads": self.weight_loads,
+            "adapter_loads": self.adapter_loads,
             "batches": self.policy.batches,
         }
 
@@ -191,19 +218,34 @@ class AWorldCPUAdapter(BaseRollout):
     async def release(self) -> None:
         return None
 
-    async def update_weights(self, weights, wire_format: str = "named_tensors", **kwargs: Any) -> None:
+    async def update_weights(
+        self,
+        weights,
+        wire_format: str = "named_tensors",
+        peft_config: dict[str, Any] | None = None,
+        base_sync_done: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """Full (or merged) weights; or, from an actor training an unmerged LoRA adapter
+        (`peft_config` given), its base weights (`base_sync_done` false, once) or its adapter."""
         if wire_format != "named_tensors":
             raise ValueError(f"{NAME}: weight wire format {wire_format!r}; only named_tensors is supported")
-        if kwargs.get("peft_config") is not None:
-            raise ValueError(f"{NAME}: LoRA adapters are not supported; set model.lora.merge=true")
         # drained on every rank: the generator gathers FSDP shards collectively (a standalone
         # replica's come from the aworld_cpu checkpoint engine, an async generator)
         named = [
             (name, tensor.detach().to("cpu", copy=True))
             async for name, tensor in ensure_async_iterator(weights)
         ]
-        if self.is_leader:
-            await self.server().load_weights.remote(named, kwargs.get("global_steps"))
+        if not self.is_leader:
+            return
+        global_steps = kwargs.get("global_steps")
+        if peft_config is None:
+            refuse_lora_names(named, NAME)
+            await self.server().load_weights.remote(named, global_steps)
+        elif base_sync_done:
+            await self.server().load_adapter.remote(named, peft_config, global_steps)
+        else:
+            await self.server().load_weights.remote(base_weights(named), global_steps)
 
 
 RolloutReplicaRegistry.register(NAME, lambda: AWorldCPUReplica)

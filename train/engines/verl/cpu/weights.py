@@ -9,6 +9,12 @@ leaves the reference, under the weights' version, with one named mailbox actor; 
 checkpoint worker takes it from there and hands the tensors to the `aworld_cpu` adapter, which loads
 them into its server. Ray's object store serves every node of a cluster, so nothing here assumes
 one machine.
+
+What it carries is what verl's actor hands a checkpoint engine: full weights, or merged ones for a
+LoRA actor with `model.lora.merge: true`. verl 0.9.1 hands it no adapter (engine_workers.py:764
+drops the `peft_config`; an unmerged adapter's actor sends its base weights alone), so `check`
+refuses separate_async with an unmerged adapter, and the `aworld_cpu` adapter refuses such base
+weights should they arrive (lora.py, `refuse_lora_names`).
 """
 
 from __future__ import annotations
