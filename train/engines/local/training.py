@@ -26,6 +26,7 @@ from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDi
 from aworld_train.engines.local.async_rollout import GroupStream, Taken
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.engines.logprob_mismatch import mismatch_text, mismatch_warning
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.episodes.runner import local_runner
@@ -530,24 +531,9 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
             f" | staleness {metrics['staleness_mean']:.2f} (max {metrics['staleness_max']:.0f})"
             f" | dropped stale {metrics['dropped_stale']:.0f}"
         )
-    if metrics.get("logprob_mismatch_tokens"):
-        line += f" | logprob mismatch {metrics['logprob_mismatch_mean']:.4f}"
+    line += mismatch_text(metrics)
     warning = mismatch_warning(metrics, mismatch_tolerance)
     return f"{line} | WARNING: {warning}" if warning else line
-
-
-def mismatch_warning(metrics: dict[str, Any], tolerance: float | None) -> str | None:
-    """Why a step's rollout logprobs disagree with the learner's recomputation, where they do by
-    more than `tolerance`: the tokens were not sampled from the weights being trained."""
-    value = metrics.get("logprob_mismatch_mean")
-    if tolerance is None or not metrics.get("logprob_mismatch_tokens") or value is None or value <= tolerance:
-        return None
-    return (
-        f"the rollout's logprobs differ from the learner's recomputation by {value:.4f} per token "
-        f"(above algorithm.mismatch_tolerance={tolerance}): the rollout is not sampling from the weights "
-        "being trained; likely cause: the LoRA adapter (or the last update) was not loaded into the "
-        "rollout's model"
-    )
 
 
 def _pct(value: float | None) -> str:
