@@ -328,6 +328,7 @@ def test_a_cpu_run_is_the_gpu_render_with_one_switch(tmp_path):
     assert same_folder(cpu, "cpu", workflow_kwargs(cpu)) == same_folder(gpu, "gpu", workflow_kwargs(gpu))
     workflow = yaml.safe_load((cpu.folder / "workflow.yaml").read_text())
     assert workflow["cpu_server"] == {"model": cpu.final["actor"]["path"]}
+    assert workflow["mismatch_tolerance"] == 0.1  # the step line warns above algorithm.mismatch_tolerance
     assert yaml.safe_load((gpu.folder / "workflow.yaml").read_text())["cpu_server"] is None
     assert cpu.command[1:3] == gpu.command[1:3] == ("-m", "aworld_train.engines.areal.main")
 

@@ -9,7 +9,7 @@
   MoE kernels import triton (a GPU compiler a CPU environment lacks); on a CPU no engine is one.
 
 Both rely on AReaL's internals, so `require_areal_version` refuses any AReaL but the one they
-were written against.
+were written against. The trainer is otherwise that of every AReaL run (`engines/areal/actor.py`).
 """
 
 from __future__ import annotations
@@ -27,26 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from areal import PPOTrainer
 from areal.api import LocalInfServerInfo
 from areal.api.cli_args import SchedulingStrategy, SchedulingStrategyType
 from areal.engine import RemoteSGLangEngine
 
+from aworld_train.engines.areal.actor import MeasuredPPOTrainer, require_areal_version
 from aworld_train.env.launcher import _die_with_parent, free_port
 
-AREAL_VERSION = "1.0.4"
 ARCHON_MODULE = "areal.experimental.engine.archon_engine"
 SERVER_MODULE = "aworld_train.engines.areal.cpu.server"
-
-
-def require_areal_version() -> None:
-    import areal
-
-    if areal.__version__ != AREAL_VERSION:
-        raise RuntimeError(
-            f"the CPU run overrides PPOTrainer._init_rollout of AReaL {AREAL_VERSION}; this environment "
-            f"has AReaL {areal.__version__}: install areal=={AREAL_VERSION} (scripts/areal/install_cpu_env.sh)"
-        )
 
 
 def without_archon_engine() -> None:
@@ -60,7 +49,7 @@ def without_archon_engine() -> None:
     sys.modules[ARCHON_MODULE] = module
 
 
-class ServedPPOTrainer(PPOTrainer):
+class ServedPPOTrainer(MeasuredPPOTrainer):
     """AReaL's PPOTrainer whose rollout workers use inference servers that already run."""
 
     servers: tuple[tuple[str, int], ...] = ()
@@ -135,9 +124,15 @@ def policy_server(
 
 
 @contextmanager
-def cpu_trainer(settings: dict[str, Any], folder: Path) -> Iterator[type[PPOTrainer]]:
+def cpu_trainer(
+    settings: dict[str, Any], folder: Path, mismatch_tolerance: float | None = None
+) -> Iterator[type[ServedPPOTrainer]]:
     """The trainer class of a CPU run, with our policy server running behind it."""
     require_areal_version()
     without_archon_engine()
     with policy_server(settings, folder) as address:
-        yield type("CPUPPOTrainer", (ServedPPOTrainer,), {"servers": (address,)})
+        yield type(
+            "CPUPPOTrainer",
+            (ServedPPOTrainer,),
+            {"servers": (address,), "mismatch_tolerance": mismatch_tolerance},
+        )
