@@ -4,7 +4,9 @@
   hands its address to AReaL's rollout controller. AReaL 1.0.4's `PPOTrainer._init_rollout`
   always builds SGLang's launch arguments (which require the sglang package) and launches a
   server; given `server_infos`, its controller uses running servers instead, which is the one
-  method overridden here.
+  method overridden here. With `actor.use_lora`, AReaL passes it the initial adapter its actor
+  saved (`lora_path`), which SGLang would get as `--lora-paths <gconfig.lora_name>-v0=PATH` at
+  launch: the running server loads it instead (`/load_lora_adapter`), before any request.
 - AReaL's `Saver` asks whether the engine is an `ArchonEngine` by importing that module, whose
   MoE kernels import triton (a GPU compiler a CPU environment lacks); on a CPU no engine is one.
 
@@ -29,6 +31,7 @@ from typing import Any
 import httpx
 from areal.api import LocalInfServerInfo
 from areal.api.cli_args import SchedulingStrategy, SchedulingStrategyType
+from areal.api.io_struct import get_versioned_lora_name
 from areal.engine import RemoteSGLangEngine
 
 from aworld_train.engines.areal.actor import MeasuredPPOTrainer, require_areal_version
@@ -55,8 +58,8 @@ class ServedPPOTrainer(MeasuredPPOTrainer):
     servers: tuple[tuple[str, int], ...] = ()
 
     def _init_rollout(self, rollout_config, is_eval: bool = False, lora_path: str | None = None):
-        if lora_path is not None:
-            raise ValueError("LoRA is not supported by the CPU policy server; set actor.use_lora=false")
+        if lora_path is not None and not is_eval:  # evaluation shares the rollout's servers
+            self.serve_initial_adapter(lora_path)
         config = deepcopy(rollout_config)
         if is_eval:  # as AReaL's own: no off-policyness bound, colocated with the rollout workers
             config.max_head_offpolicyness = int(1e12)
@@ -75,6 +78,21 @@ class ServedPPOTrainer(MeasuredPPOTrainer):
             role="eval-rollout" if is_eval else "rollout", server_args=None, server_infos=infos
         )
         return controller
+
+    def serve_initial_adapter(self, lora_path: str) -> None:
+        """Every server loads the adapter AReaL's actor saved at start, as version 0."""
+        name = get_versioned_lora_name(self.config.gconfig.lora_name, 0)
+        for host, port in dict.fromkeys(self.servers):
+            answer = httpx.post(
+                f"http://{host}:{port}/load_lora_adapter",
+                json={"lora_name": name, "lora_path": lora_path},
+                timeout=600,
+            )
+            if answer.status_code != 200:
+                raise RuntimeError(
+                    f"the CPU policy server at {host}:{port} did not load AReaL's initial LoRA adapter "
+                    f"{lora_path}: {answer.status_code} {answer.text}"
+                )
 
 
 def wait_healthy(process: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
