@@ -131,9 +131,11 @@ def mismatch(model, segments: list[dict], version: int) -> tuple[float, int]:
         reported = zip(positions, seg["sampled_logprobs"], seg["versions"], strict=True)
         mine = [(p, lp) for p, lp, v in reported if v == version]
         if mine:
+            before = torch.tensor([p - 1 for p, _ in mine])  # the logits before those tokens only
             with torch.no_grad():
-                logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-            diffs += [abs(float(logp[p - 1, ids[p]]) - lp) for p, lp in mine]
+                logits = model(torch.tensor([ids]), logits_to_keep=before).logits[0].float()
+            logp = torch.log_softmax(logits, -1)
+            diffs += [abs(float(logp[i, ids[p]]) - lp) for i, (p, lp) in enumerate(mine)]
     return sum(diffs) / max(1, len(diffs)), len(diffs)
 
 
@@ -159,17 +161,19 @@ def test_only_the_adapter_trained_and_each_version_reached_the_server(run):
         assert trained.keys() == initial.keys()
         assert max(float((trained[n] - initial[n]).abs().max()) for n in initial) > 0
 
-    def model(adapter: Path | None = None):
-        base = AutoModelForCausalLM.from_pretrained(run["model"], dtype=torch.float32).eval()
-        return base if adapter is None else PeftModel.from_pretrained(base, str(adapter)).eval()
-
     segments = sampled_tokens(run["run_dir"])
-    base, checked = model(), []
-    for version, folder in saved.items():
-        adapted, tokens = mismatch(model(folder), segments, version)
+    base = AutoModelForCausalLM.from_pretrained(run["model"], dtype=torch.float32).eval()
+    model = PeftModel.from_pretrained(base, str(saved[1]), adapter_name="1").eval()  # peft's own loading
+    checked = []
+    for version, folder in sorted(saved.items()):
+        if version != 1:
+            model.load_adapter(str(folder), adapter_name=str(version))
+        model.set_adapter(str(version))
+        adapted, tokens = mismatch(model, segments, version)
         if tokens:
             assert adapted < FLOAT32_MISMATCH, (version, adapted)
-            assert mismatch(base, segments, version)[0] > 10 * FLOAT32_MISMATCH  # the adapter matters
+            with model.disable_adapter():  # the adapter matters: the base alone is far off
+                assert mismatch(model, segments, version)[0] > 10 * FLOAT32_MISMATCH
             checked.append(version)
     assert checked, "no tokens sampled after an update"
 
