@@ -326,8 +326,10 @@ def test_a_cpu_run_is_the_gpu_render_with_one_switch(tmp_path):
     assert c["actor"]["dtype"] == "float32" and c["actor"]["weight_update_mode"] == "disk"
     assert {key for key in c | g if c.get(key) != g.get(key)} == {"actor", "rollout", "cluster"}
     assert same_folder(cpu, "cpu", workflow_kwargs(cpu)) == same_folder(gpu, "gpu", workflow_kwargs(gpu))
+    assert c["rollout"]["use_lora"] == "${actor.use_lora}"  # requests name the adapter the server loaded
     workflow = yaml.safe_load((cpu.folder / "workflow.yaml").read_text())
     assert workflow["cpu_server"] == {"model": cpu.final["actor"]["path"]}
+    assert workflow["mismatch_tolerance"] == 0.1  # the step line warns above algorithm.mismatch_tolerance
     assert yaml.safe_load((gpu.folder / "workflow.yaml").read_text())["cpu_server"] is None
     assert cpu.command[1:3] == gpu.command[1:3] == ("-m", "aworld_train.engines.areal.main")
 

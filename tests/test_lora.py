@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 from aworld_train.core.errors import ConfigError
 from aworld_train.engines.local import lora
 from aworld_train.engines.local.learner import GRPOLearner, build_samples
-from aworld_train.engines.local.training import mismatch_warning, step_line
+from aworld_train.engines.local.training import step_line
+from aworld_train.engines.logprob_mismatch import mismatch_warning
 from aworld_train.inputs.config import AlgorithmConfig, LoraConfig, load_config
 from aworld_train.rollout.episodes.single_turn import sample_groups
 from aworld_train.rollout.policies.client import SamplingParams
@@ -259,9 +260,16 @@ def test_a_lora_setting_a_backend_cannot_honour_is_refused_with_the_fix():
     ):
         validate({"backend": "verl", "algorithm": {"lora": {"rank": 8}}})
     cpu_areal = {"cluster": {"n_gpus_per_node": 0}, "actor": {"use_lora": True}}
-    with pytest.raises(
-        ConfigError, match=r"areal\.actor\.use_lora: true .*CPU policy server loads full weights only"
+    validate({"backend": "areal", "areal": cpu_areal})  # the CPU policy server serves AReaL's adapters
+    for native, fix in (
+        ({"rollout": {"use_lora": False}}, r"rollout\.use_lora: false .*remove rollout\.use_lora"),
+        ({"gconfig": {"lora_name": ""}}, r"gconfig\.lora_name is empty .*default_lora"),
     ):
-        validate({"backend": "areal", "areal": cpu_areal})
+        with pytest.raises(ConfigError, match=fix):
+            validate({"backend": "areal", "areal": {**cpu_areal, **native}})
+    with pytest.raises(ConfigError, match=r"rollout\.use_lora: true without areal\.actor\.use_lora"):
+        validate(
+            {"backend": "areal", "areal": {"cluster": {"n_gpus_per_node": 0}, "rollout": {"use_lora": True}}}
+        )
     with pytest.raises(ConfigError, match=r"algorithm\.lora .*backend areal.*areal\.actor\.use_lora"):
         validate({"backend": "areal", "algorithm": {"lora": {}}})

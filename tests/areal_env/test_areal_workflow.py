@@ -236,6 +236,25 @@ def test_the_workflow_loads_its_files_once_per_process(areal_run):
     assert (workflow._tokenizer.cache_info().misses, workflow._spec.cache_info().misses) == before
 
 
+def test_a_cpu_lora_run_makes_areals_requests_name_the_adapter(tmp_path):
+    """AReaL's loader, on a rendered CPU run: with `actor.use_lora` its rollout names the adapter in
+    every request (`rollout.use_lora`, which the CPU policy server requires), by gconfig's name;
+    without it, none."""
+    from aworld_train.engines.areal.config_check import load
+
+    cpu = {"cluster": {"n_gpus_per_node": 0}}
+    lora = load(
+        trainer_for(tmp_path / "lora", {"backend": "areal", "areal": {**cpu, "actor": {"use_lora": True}}})
+        .render()
+        .config_path,
+        [],
+    )
+    assert lora.actor.use_lora and lora.rollout.use_lora and lora.actor.weight_update_mode == "disk"
+    assert lora.rollout.lora_name == lora.gconfig.lora_name == "default_lora"
+    full = load(trainer_for(tmp_path / "full", {"backend": "areal", "areal": cpu}).render().config_path, [])
+    assert not full.actor.use_lora and not full.rollout.use_lora
+
+
 def test_areals_advantages_leave_a_failed_episode_out_of_its_group(tmp_path):
     """AReaL's own PPOActor, under our rendered config, turns the workflow's rows (each trained
     row's reward is its advantage over the group without its failed episode) into exactly those

@@ -20,9 +20,7 @@ class ArealEngine:
         from aworld_train.engines.native import refuse_local_lora
 
         validate_native(config.areal)
-        refuse_local_lora(
-            config, "set areal.actor.use_lora (on a GPU run: the CPU policy server loads no adapter)"
-        )
+        refuse_local_lora(config, "set areal.actor.use_lora")
         refuse_cpu_lora(config)
 
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:

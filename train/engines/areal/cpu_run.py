@@ -1,6 +1,7 @@
 """What an AReaL run on a CPU needs beyond a GPU run: the same render and the same entry point
-(`engines/areal/main.py`), with workers that ask for no GPU, float32 weights handed over through
-disk, and our policy server in SGLang's place (`engines/areal/cpu/`).
+(`engines/areal/main.py`), with workers that ask for no GPU, float32 weights (or, with
+`actor.use_lora`, LoRA adapters) handed over through disk, and our policy server in SGLang's place
+(`engines/areal/cpu/`).
 
 `areal.cluster.n_gpus_per_node: 0` (a node without GPUs, in AReaL's own terms) is the one switch.
 AReaL itself falls back to its CpuPlatform (gloo) when no CUDA device exists.
@@ -25,13 +26,29 @@ def is_cpu_run(cfg: TrainConfig) -> bool:
 
 
 def refuse_cpu_lora(cfg: TrainConfig) -> None:
-    """Our CPU policy server loads full weights, not AReaL's LoRA adapters: refused before the run
-    starts, not by the server after AReaL's first update."""
-    if is_cpu_run(cfg) and get(cfg.areal, "actor.use_lora") is True:
+    """LoRA settings our CPU policy server cannot honour, refused before the run starts (not by the
+    server after AReaL's first update). It serves AReaL's adapters as SGLang does: requests name
+    `<gconfig.lora_name>-v<version>`, which `rollout.use_lora` makes them do (derived from
+    `actor.use_lora`)."""
+    if not is_cpu_run(cfg):
+        return
+    actor = get(cfg.areal, "actor.use_lora") is True
+    rollout = get(cfg.areal, "rollout.use_lora")
+    if actor and rollout is False:
         raise ConfigError(
-            "areal.actor.use_lora: true with areal.cluster.n_gpus_per_node: 0: the CPU policy server loads "
-            "full weights only, not a LoRA adapter; remove actor.use_lora (train every weight on CPU), or "
-            "run AReaL on GPUs, or use backend local with algorithm.lora"
+            "areal.rollout.use_lora: false with areal.actor.use_lora: true: the rollout would ask the CPU "
+            "policy server for the base model while the actor trains an adapter; remove rollout.use_lora "
+            "(a CPU run sets it from actor.use_lora)"
+        )
+    if rollout is True and not actor:
+        raise ConfigError(
+            "areal.rollout.use_lora: true without areal.actor.use_lora: the rollout would name LoRA adapters "
+            "the actor never saves; set actor.use_lora: true, or remove rollout.use_lora"
+        )
+    if actor and get(cfg.areal, "gconfig.lora_name") == "":
+        raise ConfigError(
+            "areal.gconfig.lora_name is empty with areal.actor.use_lora: true: AReaL names each adapter it "
+            "loads <lora_name>-v<version>; remove it (AReaL's default: default_lora) or name the adapter"
         )
 
 
@@ -46,6 +63,8 @@ def cpu_values(model_path: str) -> list[Derived]:
         Derived("actor.dtype", "float32"),
         # the server loads what the actor saves after each update (no NCCL on a CPU)
         Derived("actor.weight_update_mode", "disk"),
+        # with actor.use_lora, requests name the adapter the server loaded (as SGLang's do)
+        Derived("rollout.use_lora", "${actor.use_lora}"),
     ]
 
 

@@ -35,14 +35,16 @@ def read_rows(path: str | None) -> list[dict[str, Any]]:
 
 
 def trainer_class(workflow: dict[str, Any], folder: Path):
-    """AReaL's PPOTrainer; on a CPU, the one that uses our policy server, started here."""
+    """AReaL's PPOTrainer with the logprob mismatch each step (`actor.py`); on a CPU, the one that
+    uses our policy server, started here."""
+    tolerance = workflow.get("mismatch_tolerance")
     if workflow.get("cpu_server"):
         from aworld_train.engines.areal.cpu.trainer import cpu_trainer
 
-        return cpu_trainer(workflow["cpu_server"], folder)
-    from areal import PPOTrainer
+        return cpu_trainer(workflow["cpu_server"], folder, tolerance)
+    from aworld_train.engines.areal.actor import measured_trainer
 
-    return nullcontext(PPOTrainer)
+    return nullcontext(measured_trainer(tolerance))
 
 
 def main(argv: list[str]) -> None:

@@ -237,6 +237,8 @@ def render(inputs: RunInputs) -> RenderedRun:
         },
         # on a CPU, the entry point serves the policy itself in SGLang's place
         "cpu_server": server_settings(model_path) if is_cpu_run(cfg) else None,
+        # the step line warns above it (engines/areal/actor.py)
+        "mismatch_tolerance": cfg.algorithm.mismatch_tolerance,
     }
     (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))
     config_path = folder / "areal_config.yaml"

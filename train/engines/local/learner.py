@@ -28,6 +28,7 @@ from aworld_train.engines.local.grpo import (
     token_logprobs,
 )
 from aworld_train.engines.local.master_weights import MasterWeights
+from aworld_train.engines.logprob_mismatch import mismatch_metrics, token_mismatch
 from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.models import large_blocks_unmapped_on_free, release_freed_memory
@@ -312,7 +313,7 @@ class GRPOLearner:
                         # the tokens these weights sampled (older weights' are compared with
                         # their recomputation, by design): the rollout's logprobs against ours
                         fresh = mask * (batch["old"] == batch["behaviour"])
-                        diff = (logprobs.detach() - batch["old"]).abs() * fresh
+                        diff = token_mismatch(logprobs, batch["old"], fresh)
                         mismatch_sum += float(diff.sum())
                         mismatch_max = max(mismatch_max, float(diff.max()))
                         mismatch_tokens += int(fresh.sum())
@@ -332,9 +333,8 @@ class GRPOLearner:
         return {
             **totals,
             "lr": self.scheduler.get_last_lr()[0],
-            "logprob_mismatch_mean": mismatch_sum / max(mismatch_tokens, 1),
-            "logprob_mismatch_max": mismatch_max,
-            "logprob_mismatch_tokens": float(mismatch_tokens),  # 0: nothing was recomputed, no figure
+            # 0 tokens: nothing was recomputed, no figure
+            **mismatch_metrics(mismatch_sum / max(mismatch_tokens, 1), mismatch_max, mismatch_tokens),
             "train_tokens": float(sum(sum(s.mask) for s in samples)),
             "samples": float(len(samples)),
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),

@@ -26,7 +26,7 @@ from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDi
 from aworld_train.engines.local.async_rollout import GroupStream, Taken
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.engines.mismatch import rollout_mismatch_warning
+from aworld_train.engines.logprob_mismatch import mismatch_text, mismatch_warning
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.episodes.runner import local_runner
@@ -531,17 +531,9 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
             f" | staleness {metrics['staleness_mean']:.2f} (max {metrics['staleness_max']:.0f})"
             f" | dropped stale {metrics['dropped_stale']:.0f}"
         )
-    if metrics.get("logprob_mismatch_tokens"):
-        line += f" | logprob mismatch {metrics['logprob_mismatch_mean']:.4f}"
+    line += mismatch_text(metrics)
     warning = mismatch_warning(metrics, mismatch_tolerance)
     return f"{line} | WARNING: {warning}" if warning else line
-
-
-def mismatch_warning(metrics: dict[str, Any], tolerance: float | None) -> str | None:
-    """The mismatch warning (engines/mismatch.py) for a step's learner metrics, where it measured one."""
-    if not metrics.get("logprob_mismatch_tokens"):
-        return None
-    return rollout_mismatch_warning(metrics.get("logprob_mismatch_mean"), tolerance)
 
 
 def _pct(value: float | None) -> str:

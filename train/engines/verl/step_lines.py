@@ -8,7 +8,7 @@ agreement with the actor's recomputation of the same tokens before the update
 probability. It is the verl run's proof that the rollout sampled from the weights being trained
 (with an unmerged LoRA adapter: that the adapter reached the rollout), and the launcher repeats it
 after each step line, with the warning every engine gives above `algorithm.mismatch_tolerance`
-(engines/mismatch.py). A probability difference is at most the logprob difference the local
+(engines/logprob_mismatch.py). A probability difference is at most the logprob difference the local
 backend reports, so the same tolerance warns no sooner here.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
-from aworld_train.engines.mismatch import rollout_mismatch_warning
+from aworld_train.engines.logprob_mismatch import rollout_mismatch_warning
 
 STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
 DIFF_MEAN = "training/rollout_probs_diff_mean"

@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import DynamicCache
@@ -206,11 +206,12 @@ class LocalPolicy:
         self.version += 1
 
     def load_weights(self, named: dict[str, torch.Tensor], version: int | None = None) -> int:
-        """Load a trainer's weights by name as `version` (see `change_weights`); the number loaded.
-        A name the model lacks, or a weight left unloaded, is an error (a tied lm_head shares the
-        embedding's storage: loading one loads both)."""
+        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch) as
+        `version` (the trainer's; default: the next); the number loaded. A name the model lacks, or
+        a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
+        one loads both)."""
 
-        def load(model) -> int:
+        def load(model):
             result = model.load_state_dict(named, strict=False)
             state = model.state_dict()
             loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
@@ -220,17 +221,19 @@ class LocalPolicy:
                     "the trainer's weights do not match the rollout model "
                     f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
                 )
-            return len(named)
+            return model, len(named)
 
-        return self.change_weights(load, version)
+        return self.change_model(load, version)
 
-    def change_weights(self, change: Callable[[torch.nn.Module], int], version: int | None = None) -> int:
-        """`change(model)` under `lock` (never between two tokens of a batch), then the weights are
-        `version` (the trainer's; default: the next) unless it raised; what it returns."""
+    def change_model(self, change: Callable[[Any], tuple[Any, int]], version: int | None = None) -> int:
+        """Run `change(model)` under `lock` (never between two tokens of a batch): it returns the model
+        to sample from next (the same one changed in place, or one wrapping it, such as a LoRA
+        adapter's) and the number of tensors it loaded. The weights are then `version` (the
+        trainer's; default: the next); a change that raises leaves the version as it was."""
         with self.lock, torch.no_grad():
-            result = change(self.model)
+            self.model, loaded = change(self.model)
             self.version = self.version + 1 if version is None else int(version)
-        return result
+        return loaded
 
     def clear_prefix_cache(self) -> None:
         if self.prefix_cache is not None:

@@ -17,10 +17,19 @@ What AReaL 1.0.4 sends (engine/sglang_remote.py, infra/remote_inf_engine.py):
   its pause aborted before prefill (no tokens): AReaL stamps each token with the version it knows,
   which may not yet be the new one, and asks again once its update is over. `meta_info.weight_version`
   is the version that sampled the answer.
+- With `actor.use_lora` (AReaL's disk mode, as for SGLang): `POST /load_lora_adapter` {lora_name,
+  lora_path}, the peft adapter folder the actor saved (adapter_config.json, adapter_model.safetensors),
+  named `<gconfig.lora_name>-v<version>` (AReaL's `get_versioned_lora_name`); the first is the
+  initial adapter the CPU trainer hands over at start (version 0, what `_init_rollout(lora_path=...)`
+  gives SGLang as `--lora-paths`). The server samples from its one base plus the adapter last loaded,
+  whose weights each load replaces in place (`engines/local/lora.py: serve_adapter`); generate
+  requests name it in `lora_path`, and one that names an older version is answered as an aborted
+  one (AReaL asks again once it knows the new version). `POST /unload_lora_adapter` {lora_name}:
+  an adapter already replaced is gone; the one served stays until another replaces it.
 - `GET /health`; `GET /server_state` (ours) reports the weight version, the loads and batch sizes.
 
-Every weight load is appended to the `--events` JSONL file with the requests and tokens served on
-the weights it replaces, so a run's log shows which version served what.
+Every weight or adapter load is appended to the `--events` JSONL file with the requests and tokens
+served on the weights it replaces, so a run's log shows which version served what.
 """
 
 from __future__ import annotations
@@ -42,6 +51,23 @@ from aworld_train.rollout.policies.client import SamplingParams
 # SGLang's "no top-k" is a huge number; ours is 0
 _NO_TOP_K = 1 << 30
 _VERSION_IN_PATH = re.compile(r"weight_update_v(\d+)$")
+# AReaL names each adapter it loads `<gconfig.lora_name>-v<version>`
+_VERSIONED_ADAPTER = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
+
+
+class AdapterError(ValueError):
+    """A LoRA request the server cannot honour (answered 400 with this text)."""
+
+
+def adapter_version(name: str) -> tuple[str, int]:
+    """`lora-v3` -> ("lora", 3): AReaL's versioned adapter name, split."""
+    match = _VERSIONED_ADAPTER.match(name)
+    if match is None:
+        raise AdapterError(
+            f"lora_name {name!r} is not a versioned adapter name <name>-v<version> (AReaL's "
+            "get_versioned_lora_name): the server serves one adapter at a time, by version"
+        )
+    return match["name"], int(match["version"])
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -85,6 +111,9 @@ class PolicyServer:
         self.running.set()
         self.served = {"requests": 0, "tokens": 0, "discarded": 0}
         self.loads: list[dict[str, Any]] = []
+        # the LoRA adapter served on the base, once one is loaded: its name without the version
+        self.adapter: str | None = None
+        self.unloaded = 0  # unload requests for adapters already replaced
 
     @property
     def version(self) -> int:
@@ -116,11 +145,36 @@ class PolicyServer:
             seed=params.get("sampling_seed"),
         )
 
+    def named_version(self, lora_path: Any) -> int | None:
+        """The adapter version a request names (None: none named), checked against the one served."""
+        if lora_path is None:
+            if self.adapter is not None:
+                raise AdapterError(
+                    f"the server samples from its base plus the LoRA adapter {self.adapter!r}: name it in "
+                    "lora_path (AReaL does with rollout.use_lora: true)"
+                )
+            return None
+        if not isinstance(lora_path, str):
+            raise AdapterError("lora_path: one adapter name per request (a string) is served")
+        name, version = adapter_version(lora_path)
+        if self.adapter is None or name != self.adapter or version > self.version:
+            raise AdapterError(f"LoRA adapter {lora_path!r} is not loaded (served: {self.served_adapter()})")
+        return version
+
+    def served_adapter(self) -> str | None:
+        return None if self.adapter is None else f"{self.adapter}-v{self.version}"
+
     async def generate(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = [int(t) for t in body["input_ids"]]
         sampling = self.sampling(body.get("sampling_params") or {}, len(prompt))
+        self.named_version(body.get("lora_path"))
         await self.running.wait()
         admitted = self.version
+        named = self.named_version(body.get("lora_path"))  # a load may have landed while it waited
+        if named is not None and named != admitted:
+            # it names the adapter a load has just replaced: as for a load that lands while a
+            # request waits for its batch (below), AReaL asks again once it knows the new version
+            return aborted(len(prompt), admitted)
         gen = await self.policy.generate(prompt, sampling)
         # stamped while the batch held the weights, so a load that landed while this request waited
         # for its batch shows here
@@ -152,19 +206,61 @@ class PolicyServer:
         }
 
     async def load_from_disk(self, folder: Path) -> dict[str, Any]:
-        started = time.monotonic()
+        if self.adapter is not None:
+            raise AdapterError(
+                f"the server samples from its base plus the LoRA adapter {self.adapter!r}; full weights "
+                "replace neither: with actor.use_lora AReaL sends adapters (/load_lora_adapter)"
+            )
+        started, previous = time.monotonic(), self.version
         named = await asyncio.to_thread(read_weights, folder)
         match = _VERSION_IN_PATH.search(folder.name)
-        previous = self.version
         version = int(match.group(1)) if match else previous + 1
         loaded = await asyncio.to_thread(self.policy.load_weights, named, version)
+        return self.record("weights", previous, version, folder, loaded, started)
+
+    async def load_adapter(self, lora_name: str, folder: Path) -> dict[str, Any]:
+        """The adapter AReaL's actor saved in `folder`, served from now on as `lora_name`."""
+        from aworld_train.engines.local.lora import serve_adapter
+
+        name, version = adapter_version(lora_name)
+        if self.adapter is not None and name != self.adapter:
+            raise AdapterError(
+                f"lora_name {lora_name!r}: the server serves adapter {self.adapter!r}, one adapter name per "
+                "run (gconfig.lora_name)"
+            )
+        started, previous = time.monotonic(), self.version
+        loaded = await asyncio.to_thread(
+            self.policy.change_model, lambda model: serve_adapter(model, folder), version
+        )
+        self.adapter = name
+        return self.record("adapter", previous, version, folder, loaded, started, adapter=lora_name)
+
+    def unload_adapter(self, lora_name: str) -> str:
+        """SGLang's unload: an adapter a later load replaced is gone already; the one served stays
+        (the base alone is not what AReaL's requests name)."""
+        name, version = adapter_version(lora_name)
+        if self.adapter is None or name != self.adapter or version > self.version:
+            raise AdapterError(f"LoRA adapter {lora_name!r} is not loaded (served: {self.served_adapter()})")
+        if version == self.version:
+            raise AdapterError(
+                f"LoRA adapter {lora_name!r} is the one served: load its successor, which replaces it"
+            )
+        self.unloaded += 1
+        return f"{lora_name} was replaced by {self.served_adapter()}"
+
+    def record(
+        self, event: str, previous: int, version: int, folder: Path, loaded: int, started: float, **extra: Any
+    ) -> dict[str, Any]:
+        """A load, with what the weights it replaced (version `previous`) served, in `loads` and the
+        events file."""
         record = {
-            "event": "weights",
+            "event": event,
             "version": version,
             "path": str(folder),
             "tensors": loaded,
             "load_s": round(time.monotonic() - started, 3),
             "served_on_previous": {"version": previous, **self.served},
+            **extra,
         }
         self.served = {"requests": 0, "tokens": 0, "discarded": 0}
         self.loads.append(record)
@@ -179,6 +275,8 @@ class PolicyServer:
             "weight_version": self.version,
             "served": self.served,
             "weight_loads": self.loads,
+            "adapter": self.served_adapter(),
+            "adapter_unloads": self.unloaded,
             "batches": len(self.policy.batches),
             "mean_batch": sum(self.policy.batches) / max(1, len(self.policy.batches)),
             "prefix_cache": None
@@ -223,9 +321,33 @@ def build_app(server: PolicyServer) -> FastAPI:
             return error(400, f"model_path {str(folder)!r} is not a folder of saved weights")
         try:
             record = await server.load_from_disk(folder)
+        except AdapterError as exc:
+            return error(400, str(exc))
         except (OSError, RuntimeError) as exc:
             return error(500, f"loading {folder}: {exc}")
         return {"success": True, "message": f"loaded version {record['version']}", "num_paused_requests": 0}
+
+    @app.post("/load_lora_adapter")
+    async def load_lora_adapter(request: Request):
+        body = await request.json()
+        name, folder = str(body.get("lora_name") or ""), Path(str(body.get("lora_path") or ""))
+        if not folder.is_dir():
+            return error(400, f"lora_path {str(folder)!r} is not a folder of a saved adapter")
+        try:
+            record = await server.load_adapter(name, folder)
+        except ValueError as exc:  # a name or folder that is no adapter
+            return error(400, f"loading {name!r} from {folder}: {exc}")
+        except (OSError, RuntimeError) as exc:
+            return error(500, f"loading {name!r} from {folder}: {exc}")
+        return {"success": True, "message": f"loaded {name} ({record['tensors']} tensors)"}
+
+    @app.post("/unload_lora_adapter")
+    async def unload_lora_adapter(request: Request):
+        body = await request.json()
+        try:
+            return {"success": True, "message": server.unload_adapter(str(body.get("lora_name") or ""))}
+        except AdapterError as exc:
+            return error(400, str(exc))
 
     @app.post("/pause_generation")
     async def pause_generation():

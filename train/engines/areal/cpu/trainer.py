@@ -4,12 +4,14 @@
   hands its address to AReaL's rollout controller. AReaL 1.0.4's `PPOTrainer._init_rollout`
   always builds SGLang's launch arguments (which require the sglang package) and launches a
   server; given `server_infos`, its controller uses running servers instead, which is the one
-  method overridden here.
+  method overridden here. With `actor.use_lora`, AReaL passes it the initial adapter its actor
+  saved (`lora_path`), which SGLang would get as `--lora-paths <gconfig.lora_name>-v0=PATH` at
+  launch: the running server loads it instead (`/load_lora_adapter`), before any request.
 - AReaL's `Saver` asks whether the engine is an `ArchonEngine` by importing that module, whose
   MoE kernels import triton (a GPU compiler a CPU environment lacks); on a CPU no engine is one.
 
 Both rely on AReaL's internals, so `require_areal_version` refuses any AReaL but the one they
-were written against.
+were written against. The trainer is otherwise that of every AReaL run (`engines/areal/actor.py`).
 """
 
 from __future__ import annotations
@@ -27,26 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from areal import PPOTrainer
 from areal.api import LocalInfServerInfo
 from areal.api.cli_args import SchedulingStrategy, SchedulingStrategyType
+from areal.api.io_struct import get_versioned_lora_name
 from areal.engine import RemoteSGLangEngine
 
+from aworld_train.engines.areal.actor import MeasuredPPOTrainer, require_areal_version
 from aworld_train.env.launcher import _die_with_parent, free_port
 
-AREAL_VERSION = "1.0.4"
 ARCHON_MODULE = "areal.experimental.engine.archon_engine"
 SERVER_MODULE = "aworld_train.engines.areal.cpu.server"
-
-
-def require_areal_version() -> None:
-    import areal
-
-    if areal.__version__ != AREAL_VERSION:
-        raise RuntimeError(
-            f"the CPU run overrides PPOTrainer._init_rollout of AReaL {AREAL_VERSION}; this environment "
-            f"has AReaL {areal.__version__}: install areal=={AREAL_VERSION} (scripts/areal/install_cpu_env.sh)"
-        )
 
 
 def without_archon_engine() -> None:
@@ -60,14 +52,14 @@ def without_archon_engine() -> None:
     sys.modules[ARCHON_MODULE] = module
 
 
-class ServedPPOTrainer(PPOTrainer):
+class ServedPPOTrainer(MeasuredPPOTrainer):
     """AReaL's PPOTrainer whose rollout workers use inference servers that already run."""
 
     servers: tuple[tuple[str, int], ...] = ()
 
     def _init_rollout(self, rollout_config, is_eval: bool = False, lora_path: str | None = None):
-        if lora_path is not None:
-            raise ValueError("LoRA is not supported by the CPU policy server; set actor.use_lora=false")
+        if lora_path is not None and not is_eval:  # evaluation shares the rollout's servers
+            self.serve_initial_adapter(lora_path)
         config = deepcopy(rollout_config)
         if is_eval:  # as AReaL's own: no off-policyness bound, colocated with the rollout workers
             config.max_head_offpolicyness = int(1e12)
@@ -86,6 +78,21 @@ class ServedPPOTrainer(PPOTrainer):
             role="eval-rollout" if is_eval else "rollout", server_args=None, server_infos=infos
         )
         return controller
+
+    def serve_initial_adapter(self, lora_path: str) -> None:
+        """Every server loads the adapter AReaL's actor saved at start, as version 0."""
+        name = get_versioned_lora_name(self.config.gconfig.lora_name, 0)
+        for host, port in dict.fromkeys(self.servers):
+            answer = httpx.post(
+                f"http://{host}:{port}/load_lora_adapter",
+                json={"lora_name": name, "lora_path": lora_path},
+                timeout=600,
+            )
+            if answer.status_code != 200:
+                raise RuntimeError(
+                    f"the CPU policy server at {host}:{port} did not load AReaL's initial LoRA adapter "
+                    f"{lora_path}: {answer.status_code} {answer.text}"
+                )
 
 
 def wait_healthy(process: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
@@ -135,9 +142,15 @@ def policy_server(
 
 
 @contextmanager
-def cpu_trainer(settings: dict[str, Any], folder: Path) -> Iterator[type[PPOTrainer]]:
+def cpu_trainer(
+    settings: dict[str, Any], folder: Path, mismatch_tolerance: float | None = None
+) -> Iterator[type[ServedPPOTrainer]]:
     """The trainer class of a CPU run, with our policy server running behind it."""
     require_areal_version()
     without_archon_engine()
     with policy_server(settings, folder) as address:
-        yield type("CPUPPOTrainer", (ServedPPOTrainer,), {"servers": (address,)})
+        yield type(
+            "CPUPPOTrainer",
+            (ServedPPOTrainer,),
+            {"servers": (address,), "mismatch_tolerance": mismatch_tolerance},
+        )

@@ -118,7 +118,9 @@ class AWorldCPUServer:
         """The actor's LoRA adapter (weights and settings) into the model, replacing the last one."""
         try:
             loaded = await asyncio.to_thread(
-                self.policy.change_weights, lambda _: self.adapter.load(named, peft_config), global_steps
+                self.policy.change_model,
+                lambda model: (model, self.adapter.load(named, peft_config)),
+                global_steps,
             )
         except (RuntimeError, ValueError) as exc:
             raise type(exc)(f"{NAME}: {exc}") from exc
