@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,9 @@ def supports_prefix_reuse(model) -> bool:
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
+_contiguous_layers: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # hooked once each
+
+
 def _contiguous_input(module, args):
     return (args[0].contiguous(), *args[1:])
 
@@ -117,9 +121,9 @@ def contiguous_output_layer_input(model) -> None:
     the product: 864 MB for 16 rows of the embedded model, 3.5 GB for the demo's 64 episodes. A
     contiguous [rows, 1, hidden] input folds into one matrix product."""
     layer = model.get_output_embeddings()
-    if layer is not None and not getattr(layer, "_aworld_contiguous_input", False):
+    if layer is not None and layer not in _contiguous_layers:
         layer.register_forward_pre_hook(_contiguous_input)
-        layer._aworld_contiguous_input = True
+        _contiguous_layers.add(layer)
 
 
 class LocalPolicy:
