@@ -97,13 +97,16 @@ def chunked_token_logprobs(
     head: Callable[[torch.Tensor], torch.Tensor],
     targets: torch.Tensor,
     temperature: float = 1.0,
-    chunk: int = 512,
+    chunk: int = 128,
 ) -> torch.Tensor:
     """token_logprobs(head(hidden), targets), `chunk` rows at a time; hidden [N, H], targets [N].
 
     The [N, vocab] logits are the largest tensors of a step (4096 tokens x 49k vocabulary is
     800 MB, several times over with the softmax and its gradient). Here only one chunk's exist
-    at a time, and under autograd they are recomputed in backward instead of being kept.
+    at a time, and under autograd they are recomputed in backward instead of being kept. A chunk's
+    backward holds about six float32 copies of its [chunk, vocab] logits at once: 128 rows keep
+    that near 150 MB on a 49k vocabulary (512 rows: 600 MB, the peak of a LoRA step), and
+    [128, hidden] x [hidden, vocab] is still a full-speed matrix product.
     """
     outs = []
     for start in range(0, hidden.shape[0], chunk):
