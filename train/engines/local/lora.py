@@ -116,7 +116,7 @@ def serve_adapter(model, folder: Path) -> tuple[object, int]:
     loaded. An adapter of the same settings as the one served replaces its weights in place; one of
     other settings replaces the adapter layers. A folder that is not a peft adapter, or whose
     weights do not fit its settings, is an error naming the folder."""
-    from peft import PeftConfig, PeftModel, set_peft_model_state_dict
+    from peft import PeftConfig, PeftModel
     from peft.utils import load_peft_weights
 
     folder = Path(folder)
@@ -127,18 +127,28 @@ def serve_adapter(model, folder: Path) -> tuple[object, int]:
         served = model.peft_config["default"]
         if all(_same(getattr(settings, k, None), getattr(served, k, None)) for k in _ADAPTER_SHAPE):
             weights = load_peft_weights(str(folder), device="cpu")
-            result = set_peft_model_state_dict(model, weights, adapter_name="default")
-            unloaded = [k for k in result.missing_keys if ".lora_" in k]
-            if result.unexpected_keys or unloaded:
+            try:
+                load_adapter_weights(model, weights)
+            except ValueError as exc:
                 raise ValueError(
-                    f"{folder}: its weights do not fit the adapter it describes "
-                    f"(unexpected {result.unexpected_keys[:3]}, not loaded {unloaded[:3]})"
-                )
+                    f"{folder}: its weights do not fit the adapter it describes ({exc})"
+                ) from exc
             return model, len(weights)
         model = model.unload()  # the base, without the last adapter's layers
     wrapped = PeftModel.from_pretrained(model, str(folder), is_trainable=False, autocast_adapter_dtype=False)
     loaded = sum(1 for name, _ in wrapped.named_parameters() if ".lora_" in name)
     return wrapped.eval(), loaded
+
+
+def load_adapter_weights(model, weights: dict) -> None:
+    """`weights` (peft's adapter state dict) into `model`'s adapter layers, in place; a ValueError
+    naming what did not fit where a name is not one of those layers or a layer was left unloaded."""
+    from peft import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(model, weights, adapter_name="default")
+    unloaded = [k for k in result.missing_keys if ".lora_" in k]
+    if result.unexpected_keys or unloaded:
+        raise ValueError(f"unexpected {result.unexpected_keys[:5]}, not loaded {unloaded[:5]}")
 
 
 def _same(a, b) -> bool:

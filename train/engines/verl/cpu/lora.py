@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 
+from aworld_train.engines.local.lora import load_adapter_weights
+
 ACTOR_PREFIX = "base_model.model."  # the PeftModel's own prefix; the rollout's model is unwrapped
 BASE_LAYER = ".base_layer"
-ADAPTER_NAME = "default"  # peft's, which verl's actor uses too
 
 
 def base_weights(named: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
@@ -57,7 +58,7 @@ class RolloutAdapter:
     def load(self, named: list[tuple[str, torch.Tensor]], peft_config: dict[str, Any]) -> int:
         """Replace the adapter's weights with `named` (building its layers from `peft_config` the
         first time); the number of tensors loaded. The caller holds the model's weights lock."""
-        from peft import get_peft_config, inject_adapter_in_model, set_peft_model_state_dict
+        from peft import get_peft_config, inject_adapter_in_model
 
         settings = dict(peft_config)
         if self.settings is None:
@@ -74,12 +75,10 @@ class RolloutAdapter:
                 "adapter keeps the layers of the first"
             )
         state = {name.removeprefix(ACTOR_PREFIX): tensor for name, tensor in named}
-        result = set_peft_model_state_dict(self.model, state, adapter_name=ADAPTER_NAME)
-        adapter = {name for name, _ in self.model.named_parameters() if ".lora_" in name}
-        missing = sorted(adapter & set(result.missing_keys))
-        if result.unexpected_keys or missing:
+        try:
+            load_adapter_weights(self.model, state)
+        except ValueError as exc:
             raise RuntimeError(
-                "the actor's adapter does not match the rollout's adapter layers "
-                f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
-            )
+                f"the actor's adapter does not match the rollout's adapter layers ({exc})"
+            ) from exc
         return len(named)
