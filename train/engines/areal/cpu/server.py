@@ -156,9 +156,14 @@ class PolicyServer:
             return None
         if not isinstance(lora_path, str):
             raise AdapterError("lora_path: one adapter name per request (a string) is served")
-        name, version = adapter_version(lora_path)
+        return self.loaded_version(lora_path)
+
+    def loaded_version(self, lora_name: str) -> int:
+        """The version of the adapter `lora_name` names, the one served or one it replaced; an error
+        for a name the server never loaded."""
+        name, version = adapter_version(lora_name)
         if self.adapter is None or name != self.adapter or version > self.version:
-            raise AdapterError(f"LoRA adapter {lora_path!r} is not loaded (served: {self.served_adapter()})")
+            raise AdapterError(f"LoRA adapter {lora_name!r} is not loaded (served: {self.served_adapter()})")
         return version
 
     def served_adapter(self) -> str | None:
@@ -238,10 +243,7 @@ class PolicyServer:
     def unload_adapter(self, lora_name: str) -> str:
         """SGLang's unload: an adapter a later load replaced is gone already; the one served stays
         (the base alone is not what AReaL's requests name)."""
-        name, version = adapter_version(lora_name)
-        if self.adapter is None or name != self.adapter or version > self.version:
-            raise AdapterError(f"LoRA adapter {lora_name!r} is not loaded (served: {self.served_adapter()})")
-        if version == self.version:
+        if self.loaded_version(lora_name) == self.version:
             raise AdapterError(
                 f"LoRA adapter {lora_name!r} is the one served: load its successor, which replaces it"
             )
