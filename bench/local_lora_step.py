@@ -16,7 +16,7 @@ import resource
 import sys
 import time
 
-from local_step import child_result, half_vocab_reward, prompts  # the same task as the TRL comparison
+from local_step import child_result, sampled_step  # the same task as the TRL comparison
 
 MODEL = "embedded:smollm2-135m"
 
@@ -27,13 +27,10 @@ def current_rss_mb() -> float:
 
 
 def run_mode(args) -> dict:
-    import asyncio
 
     from aworld_train.engines.local import lora
-    from aworld_train.engines.local.learner import GRPOLearner, build_samples
+    from aworld_train.engines.local.learner import GRPOLearner
     from aworld_train.inputs.config import AlgorithmConfig, LoraConfig
-    from aworld_train.rollout.episodes.single_turn import sample_groups
-    from aworld_train.rollout.policies.client import SamplingParams
     from aworld_train.rollout.policies.local import LocalPolicy
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
@@ -47,18 +44,10 @@ def run_mode(args) -> dict:
     policy = LocalPolicy(model, tokenizer, stop_token_ids=[-1], max_batch_size=args.prompts * args.group)
     algo = AlgorithmConfig(group_size=args.group, lr=1e-5, micro_batch_tokens=4096, lora=settings)
     learner = GRPOLearner(model, algo, 1.0, policy.pad_id, lock=policy.weights_update)
-    ids = [tokenizer.encode(p) for p in prompts(args.prompts)]
-    vocab = len(tokenizer)
     times, updates, mismatch = [], [], []
     for step in range(args.steps + 1):
         started = time.perf_counter()
-        sampling = SamplingParams(max_new_tokens=args.completion, temperature=1.0, seed=step)
-        trajs = asyncio.run(
-            sample_groups(
-                policy, ids, args.group, sampling, lambda p, g: half_vocab_reward(g.token_ids, vocab)
-            )
-        )
-        samples, _ = build_samples(trajs, [t.task_id for t in trajs])
+        samples = sampled_step(policy, tokenizer, args, step)
         if not step:  # the peak sampling alone reaches (before any update)
             sampling_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         learn_started = time.perf_counter()

@@ -57,15 +57,30 @@ def half_vocab_reward(token_ids: list[int], vocab: int) -> float:
     return sum(t < vocab // 2 for t in token_ids) / max(len(token_ids), 1)
 
 
-def run_ours(args) -> dict:
+def sampled_step(policy, tokenizer, args, step: int) -> list:
+    """One step's samples from our policy: each prompt's group of `args.completion` tokens (no stop
+    token, so every completion has that length), scored by the half-vocabulary reward."""
     import asyncio
+
+    from aworld_train.engines.local.learner import build_samples
+    from aworld_train.rollout.episodes.single_turn import sample_groups
+    from aworld_train.rollout.policies.client import SamplingParams
+
+    ids = [tokenizer.encode(p) for p in prompts(args.prompts)]
+    vocab = len(tokenizer)
+    sampling = SamplingParams(max_new_tokens=args.completion, temperature=1.0, seed=step)
+    trajs = asyncio.run(
+        sample_groups(policy, ids, args.group, sampling, lambda p, g: half_vocab_reward(g.token_ids, vocab))
+    )
+    return build_samples(trajs, [t.task_id for t in trajs])[0]
+
+
+def run_ours(args) -> dict:
 
     import torch
 
-    from aworld_train.engines.local.learner import GRPOLearner, build_samples
+    from aworld_train.engines.local.learner import GRPOLearner
     from aworld_train.inputs.config import AlgorithmConfig
-    from aworld_train.rollout.episodes.single_turn import sample_groups
-    from aworld_train.rollout.policies.client import SamplingParams
     from aworld_train.rollout.policies.local import LocalPolicy
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
@@ -77,19 +92,10 @@ def run_ours(args) -> dict:
         group_size=args.group, lr=1e-5, clip_low=0.2, clip_high=0.28, micro_batch_tokens=1 << 20
     )
     learner = GRPOLearner(model, algo, 1.0, policy.pad_id, lock=policy.lock)
-    ids = [tokenizer.encode(p) for p in prompts(args.prompts)]
-    vocab = len(tokenizer)
     times = []
     for step in range(args.steps + 1):
         started = time.perf_counter()
-        sampling = SamplingParams(max_new_tokens=args.completion, temperature=1.0, seed=step)
-        trajs = asyncio.run(
-            sample_groups(
-                policy, ids, args.group, sampling, lambda p, g: half_vocab_reward(g.token_ids, vocab)
-            )
-        )
-        samples, _ = build_samples(trajs, [t.task_id for t in trajs])
-        learner.step(samples)
+        learner.step(sampled_step(policy, tokenizer, args, step))
         if step:  # the first step warms up
             times.append(time.perf_counter() - started)
     return {"step_s": sum(times) / len(times)}
