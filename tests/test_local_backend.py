@@ -38,7 +38,9 @@ def versions(path) -> set[tuple[int, int]]:
 
 
 @pytest.fixture
-def trained(tmp_path, tiny_model_dir):
+def trained(tmp_path, tiny_model_dir, monkeypatch):
+    # float32 whatever the CPU: its logprob mismatch is then rounding alone (bf16's is up to 0.1 a token)
+    monkeypatch.setenv("AWORLD_TRAIN_DTYPE", "float32")
     summary = AgentTrainer(
         config=config(tmp_path, tiny_model_dir, 2), train_dataset=ROWS, test_dataset=ROWS[:2]
     ).train()
@@ -124,11 +126,12 @@ def test_every_episode_keeps_its_tokens_with_the_learners_logprobs(tiny_local_ru
                 seg["response_mask"]
             )
             if not all(round(lp, 6) in scripted for lp in seg["sampled_logprobs"]):
-                # aligned token for token (batched sampling and the padded learner differ in rounding)
+                # aligned token for token: in float32 (run_tiny) the cached sampler and the padded
+                # learner differ by rounding alone
                 diffs = [
                     abs(t - s) for t, s in zip(seg["trainer_logprobs"], seg["sampled_logprobs"], strict=True)
                 ]
-                assert sum(d < 1e-3 for d in diffs) >= 0.8 * len(diffs) and sum(diffs) / len(diffs) < 1e-2
+                assert max(diffs) < 1e-3, diffs
                 compared += 1
     assert compared >= 1  # the tiny model sampled a trained episode of every step
     for name in ("before", "after"):
