@@ -40,6 +40,11 @@ def mismatch_warning(metrics: dict[str, Any], tolerance: float | None) -> str | 
     return rollout_mismatch_warning(metrics.get(MEAN), tolerance) if metrics.get(TOKENS) else None
 
 
+def with_warning(line: str, warning: str | None) -> str:
+    """A step's line, with its warning (where there is one) after it, as every engine prints it."""
+    return f"{line} | WARNING: {warning}" if warning else line
+
+
 def rollout_mismatch_warning(
     value: float | None, tolerance: float | None, measured: str = "logprobs"
 ) -> str | None:

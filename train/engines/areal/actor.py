@@ -37,6 +37,7 @@ from aworld_train.engines.logprob_mismatch import (
     mismatch_metrics,
     mismatch_warning,
     token_mismatch,
+    with_warning,
 )
 
 AREAL_VERSION = "1.0.4"
@@ -119,7 +120,7 @@ def step_report(metrics: dict[str, float], tolerance: float | None) -> str:
     else:
         line = "logprob mismatch: none of this update's first mini-batch was sampled by the current weights"
     warning = mismatch_warning(metrics, tolerance)
-    return f"{line} | WARNING: {warning}" if warning else line
+    return with_warning(line, warning)
 
 
 class ReportingActorController(PPOActorController):

@@ -26,7 +26,7 @@ from aworld_train.core.errors import ConfigError, RunCannotLearn, RunStoppedByDi
 from aworld_train.engines.local.async_rollout import GroupStream, Taken
 from aworld_train.engines.local.learner import GRPOLearner, Sample, build_samples
 from aworld_train.engines.local.run_folder import RunFolder
-from aworld_train.engines.logprob_mismatch import mismatch_text, mismatch_warning
+from aworld_train.engines.logprob_mismatch import mismatch_text, mismatch_warning, with_warning
 from aworld_train.evaluation.report import CORRECT, EvalReport, evaluate
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.episodes.runner import local_runner
@@ -533,7 +533,7 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
         )
     line += mismatch_text(metrics)
     warning = mismatch_warning(metrics, mismatch_tolerance)
-    return f"{line} | WARNING: {warning}" if warning else line
+    return with_warning(line, warning)
 
 
 def _pct(value: float | None) -> str:

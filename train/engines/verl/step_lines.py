@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
-from aworld_train.engines.logprob_mismatch import rollout_mismatch_warning
+from aworld_train.engines.logprob_mismatch import rollout_mismatch_warning, with_warning
 
 STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
 DIFF_MEAN = "training/rollout_probs_diff_mean"
@@ -51,7 +51,7 @@ def mismatch_line(step: int, metrics: dict[str, float], tolerance: float | None)
     if DIFF_MAX in metrics:
         line += f" (max {metrics[DIFF_MAX]:.3g})"
     warning = rollout_mismatch_warning(metrics[DIFF_MEAN], tolerance, f"token probabilities ({DIFF_MEAN})")
-    return f"{line} | WARNING: {warning}" if warning else line
+    return with_warning(line, warning)
 
 
 class MismatchWatch:
