@@ -164,11 +164,54 @@ def test_a_partial_rollouts_old_tokens_get_a_ratio_other_than_one_after_an_updat
 
     old = sample(1.0)  # recorded under version 0's weights
     learner.step([sample(1.0), sample(-1.0)], version=0)  # one update: the weights are version 1 now
-    stats = learner.set_proximal([old], version=1)
+    weights = learner.set_proximal([old], version=1)
     ratios = [math.exp(p - b) for p, b in zip(old.proximal_logprobs, old.old_logprobs, strict=True)]
     assert all(abs(r - 1.0) > 1e-4 for r in ratios[: n // 2])  # version 0's tokens: moved
     assert ratios[n // 2 :] == [1.0] * (n - n // 2)  # version 1's own tokens: the recorded logprobs
-    assert stats["stale_tokens"] == n // 2
+    assert weights == pytest.approx(ratios[: n // 2])  # one importance weight per stale token
+
+
+def test_the_first_mini_batch_takes_its_proximal_policy_from_its_own_forward(tiny_model_dir, tokenizer):
+    """With one mini-batch the proximal policy is the weights the loss's forward runs on: the update
+    takes one forward per micro-batch, not a second for the stale tokens, and gives the loss and the
+    importance weights of the update that recomputes them first (as later mini-batches do)."""
+    from aworld_train.rollout.policies.models import load_model
+
+    prompt = tokenizer.encode("What is 2 + 1?")
+    response = tokenizer.encode(" The answer is 3")
+    n = len(response)
+
+    def stale_samples(learner) -> list[Sample]:
+        ids = torch.tensor([prompt + response])
+        batch = {"ids": ids, "attention": torch.ones_like(ids), "mask": torch.zeros(1, ids.shape[1] - 1)}
+        batch["mask"][0, len(prompt) - 1 :] = 1
+        with torch.no_grad():
+            now = learner._logprobs(learner.model, batch)[0, len(prompt) - 1 :].tolist()
+        # sampled by older weights (version 0), which found each token a little less likely
+        behaviour = [lp - 0.05 * (1 + i % 3) for i, lp in enumerate(now)]
+        return [
+            Sample(prompt + response, len(prompt), [1] * n, behaviour, a, versions=[0] * n)
+            for a in (1.0, -1.0)
+        ]
+
+    def learner():
+        model = load_model(str(tiny_model_dir), dtype=torch.float32)
+        return GRPOLearner(model, AlgorithmConfig(lr=1e-3, importance_cap=1.08), 1.0, tokenizer.pad_token_id)
+
+    fused, recomputed = learner(), learner()
+    samples, forwards = stale_samples(fused), []
+    fused.model.get_decoder().register_forward_hook(lambda *_: forwards.append(1))
+    metrics = fused.step(samples, version=1)
+    assert len(forwards) == metrics["micro_batches"] == 1
+    samples = stale_samples(recomputed)
+    weights = recomputed.set_proximal(samples, version=1)  # the later mini-batches' path
+    reference = recomputed._step(samples, None)
+    assert metrics["loss"] == pytest.approx(reference["loss"], abs=1e-6)
+    assert metrics["stale_tokens"] == 2 * n and len(weights) == 2 * n
+    assert metrics["importance_weight_mean"] == pytest.approx(
+        sum(min(w, 1.08) for w in weights) / len(weights)
+    )
+    assert 0 < metrics["importance_truncated_frac"] < 1  # e^0.05 and e^0.1 pass the cap, e^0.15 does not
 
 
 # -- runs on the tiny model --------------------------------------------------------------------------

@@ -124,7 +124,9 @@ def adamw_with_warmup(
     return weights, optimizer, scheduler
 
 
-def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor]:
+def _collate(batch: list[Sample], pad_id: int, device, version: int | None = None) -> dict[str, torch.Tensor]:
+    """The padded tensors of a micro-batch; `stale`: its loss tokens weights older than `version`
+    sampled (none without a version)."""
     width = max(len(s) for s in batch)
     n = len(batch)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -133,6 +135,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
     mask = torch.zeros((n, width - 1))
     old = torch.zeros((n, width - 1))
     behaviour = torch.zeros((n, width - 1))
+    stale = torch.zeros((n, width - 1))
     adv = torch.zeros((n, 1))
     for i, s in enumerate(batch):
         ids[i, : len(s)] = torch.tensor(s.ids)
@@ -142,6 +145,10 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
         proximal = s.old_logprobs if s.proximal_logprobs is None else s.proximal_logprobs
         old[i, start : start + len(proximal)] = torch.tensor(proximal, dtype=torch.float)
         behaviour[i, start : start + len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float)
+        if version is not None:
+            stale[i, start : start + len(s.mask)] = torch.tensor(
+                stale_positions(s, version), dtype=torch.float
+            )
         adv[i, 0] = s.advantage
     tensors = {
         "ids": ids,
@@ -150,6 +157,7 @@ def _collate(batch: list[Sample], pad_id: int, device) -> dict[str, torch.Tensor
         "old": old,
         "adv": adv,
         "behaviour": behaviour,
+        "stale": stale,
     }
     return {k: v.to(device) for k, v in tensors.items()}
 
@@ -160,6 +168,23 @@ def stale_positions(sample: Sample, version: int) -> list[bool]:
         bool(m) and v != NO_VERSION and v < version
         for m, v in zip(sample.mask, sample.versions or [NO_VERSION] * len(sample.mask), strict=True)
     ]
+
+
+def importance_weights(proximal: torch.Tensor, behaviour: torch.Tensor, stale: torch.Tensor) -> list[float]:
+    """pi_prox / pi_behaviour at the stale positions, untruncated (for the step's metrics)."""
+    return torch.exp((proximal - behaviour)[stale > 0].clamp(max=20.0)).tolist()
+
+
+def staleness_stats(
+    samples: list[Sample], version: int, weights: list[float], cap: float
+) -> dict[str, float]:
+    """The step's stale tokens (loss tokens of older weights, trained or not) and the importance
+    weights of those it trained, as metrics."""
+    return {
+        "stale_tokens": float(sum(sum(stale_positions(s, version)) for s in samples)),
+        "importance_weight_mean": sum(min(w, cap) for w in weights) / len(weights) if weights else 1.0,
+        "importance_truncated_frac": sum(w > cap for w in weights) / len(weights) if weights else 0.0,
+    }
 
 
 def _hand_back(micro: list[Sample], logprobs: torch.Tensor, mask: torch.Tensor) -> None:
@@ -230,62 +255,60 @@ class GRPOLearner:
             release_freed_memory()  # the rollout's caches, before optimizer state and gradients grow
             try:
                 with large_blocks_unmapped_on_free():
-                    stale = self.set_proximal(samples, version) if version is not None else {}
-                    return {**self._step(samples), **stale}
+                    return self._step(samples, version)
             finally:
                 release_freed_memory()
 
     @torch.no_grad()
-    def set_proximal(self, samples: list[Sample], version: int) -> dict[str, float]:
+    def set_proximal(self, samples: list[Sample], version: int) -> list[float]:
         """Give each sample holding tokens of weights older than `version` its proximal logprobs
         (the current weights', before the update, at those tokens; the recorded ones elsewhere,
-        the current weights' own samples); the importance weights they get, as metrics."""
-        cap = self.algo.importance_cap
+        the current weights' own samples); the importance weights its stale tokens get."""
         weights: list[float] = []
         stale = [s for s in samples if any(stale_positions(s, version))]
         for micro in micro_batches(stale, self.algo.micro_batch_tokens):
-            logprobs = self._logprobs(self.model, _collate(micro, self.pad_id, self.device))
+            batch = _collate(micro, self.pad_id, self.device, version)
+            proximal = self._logprobs(self.model, batch)
+            weights += importance_weights(proximal, batch["behaviour"], batch["stale"])
             for row, sample in enumerate(micro):
                 start = sample.prompt_len - 1
-                now = logprobs[row, start : start + len(sample.mask)].tolist()
+                now = proximal[row, start : start + len(sample.mask)].tolist()
                 old = stale_positions(sample, version)
                 sample.proximal_logprobs = [
                     n if o else b for n, b, o in zip(now, sample.old_logprobs, old, strict=True)
                 ]
-                weights += [
-                    math.exp(min(n - b, 20.0))
-                    for n, b, o in zip(now, sample.old_logprobs, old, strict=True)
-                    if o
-                ]
-        return {
-            "stale_tokens": float(len(weights)),
-            "importance_weight_mean": sum(min(w, cap) for w in weights) / len(weights) if weights else 1.0,
-            "importance_truncated_frac": sum(w > cap for w in weights) / len(weights) if weights else 0.0,
-        }
+        return weights
 
-    def _step(self, samples: list[Sample]) -> dict[str, float]:
+    def _step(self, samples: list[Sample], version: int | None) -> dict[str, float]:
         algo = self.algo
         self.model.train()
         per_mini = math.ceil(len(samples) / algo.mini_batches)
         minis = [samples[i : i + per_mini] for i in range(0, len(samples), per_mini)]
+        # Without a KL term a zero-advantage sample adds exactly nothing to the gradient: skip its
+        # forward/backward (and its proximal logprobs), but keep it in the denominators below.
+        actives = [mini if self.has_reference else [s for s in mini if s.advantage != 0.0] for mini in minis]
+        weights: list[float] = []  # the importance weights of the stale tokens trained
+        if version is not None:
+            # later mini-batches train after the first's optimizer step, so their proximal policy
+            # (these weights) takes a forward now; the first's is its own loss forward, detached
+            weights += self.set_proximal([s for active in actives[1:] for s in active], version)
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
         mismatch_sum = mismatch_max = 0.0
         mismatch_tokens = 0
         micro_count = 0
-        for mini_index, mini in enumerate(minis):
+        for mini_index, (mini, active) in enumerate(zip(minis, actives, strict=True)):
             n_tokens = sum(sum(s.mask) for s in mini)
             n_seqs = len(mini)
-            # Without a KL term a zero-advantage sample adds exactly nothing to the gradient:
-            # skip its forward/backward, but keep it in the denominators above.
-            active = mini if self.has_reference else [s for s in mini if s.advantage != 0.0]
             for micro in micro_batches(active, algo.micro_batch_tokens):
-                batch = _collate(micro, self.pad_id, self.device)
+                batch = _collate(micro, self.pad_id, self.device, version if mini_index == 0 else None)
                 logprobs = self._logprobs(self.model, batch)
-                mask = batch["mask"]
-                decoupled = any(s.proximal_logprobs is not None for s in micro)
+                mask, stale = batch["mask"], batch["stale"]
+                old = torch.where(stale > 0, logprobs.detach(), batch["old"])
+                weights += importance_weights(old, batch["behaviour"], stale)
+                decoupled = bool(stale.any()) or any(s.proximal_logprobs is not None for s in micro)
                 pg, stats = policy_loss(
                     logprobs,
-                    batch["old"],
+                    old,
                     batch["adv"],
                     mask,
                     algo.clip_low,
@@ -312,7 +335,7 @@ class GRPOLearner:
                     with torch.no_grad():
                         # the tokens these weights sampled (older weights' are compared with
                         # their recomputation, by design): the rollout's logprobs against ours
-                        fresh = mask * (batch["old"] == batch["behaviour"])
+                        fresh = mask * (1 - stale)
                         diff = token_mismatch(logprobs, batch["old"], fresh)
                         mismatch_sum += float(diff.sum())
                         mismatch_max = max(mismatch_max, float(diff.max()))
@@ -339,6 +362,9 @@ class GRPOLearner:
             "samples": float(len(samples)),
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
             "micro_batches": float(micro_count),
+            **(
+                staleness_stats(samples, version, weights, algo.importance_cap) if version is not None else {}
+            ),
         }
 
     def drop_optimizer_state(self) -> None:
