@@ -27,7 +27,6 @@ def current_rss_mb() -> float:
 
 
 def run_mode(args) -> dict:
-
     from aworld_train.engines.local import lora
     from aworld_train.engines.local.learner import GRPOLearner
     from aworld_train.inputs.config import AlgorithmConfig, LoraConfig

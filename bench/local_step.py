@@ -76,7 +76,6 @@ def sampled_step(policy, tokenizer, args, step: int) -> list:
 
 
 def run_ours(args) -> dict:
-
     import torch
 
     from aworld_train.engines.local.learner import GRPOLearner
