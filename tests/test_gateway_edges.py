@@ -92,8 +92,10 @@ async def test_a_call_that_extends_an_answer_still_extends_the_ledger_after_conc
 
     async def body(client: AsyncOpenAI, text: str, session) -> None:
         await concurrent_calls(client, ["tag-a", "tag-b"])
-        history = [{"role": "user", "content": "Please answer tag-b."}]
-        history.append({"role": "assistant", "content": "answer to tag-b"})
+        # the concurrent calls take the ledger in the order they reach it: go on from the last one
+        last = re.findall(r"tag-[\w-]+", tokenizer.decode(policy.prompts[-1]))[-1]
+        history = [{"role": "user", "content": f"Please answer {last}."}]
+        history.append({"role": "assistant", "content": f"answer to {last}"})
         history.append({"role": "user", "content": "And tag-c?"})
         await client.chat.completions.create(model="m", messages=history)
 
@@ -101,7 +103,7 @@ async def test_a_call_that_extends_an_answer_still_extends_the_ledger_after_conc
     assert traj.status == "ok", traj.error
     assert len(traj.segments) == 2
     last = traj.segments[-1]
-    assert tokenizer.decode(sampled(last)).count("answer to") == 2  # tag-b's answer, then tag-c's
+    assert tokenizer.decode(sampled(last)).count("answer to") == 2  # the last answer, then tag-c's
 
 
 async def test_bad_requests_are_refused_with_their_field_and_the_episode_goes_on(
@@ -254,6 +256,9 @@ async def test_a_body_that_never_arrives_is_answered_408():
         def check_call(self, *args, **kwargs) -> None:
             pass
 
+        def ended(self) -> None:
+            return None
+
     slow = Gateway(body_timeout_s=0.5)
     session = slow.open(Idle())
     answer = await raw_post(session, b'{"messages": ', content_length=100)
@@ -293,6 +298,9 @@ class Ending:
 
     def check_call(self, *args, **kwargs) -> None:
         pass
+
+    def ended(self) -> None:
+        return None
 
     async def complete(self, *args, **kwargs):
         await asyncio.Event().wait()

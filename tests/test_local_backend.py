@@ -188,7 +188,10 @@ def test_a_run_that_trained_on_nothing_fails_however_short_and_a_pipe_sees_each_
         r".*returned 'good'.*\): the run learned nothing; the reward function fails",
     ):
         AgentTrainer(config=cfg, train_dataset=ROWS, test_dataset=ROWS[:2]).train()
-    assert "GRPO step 1/1: reward 0.000 | success 0.00 |" in capsys.readouterr().err
+    assert (
+        "GRPO step 1/1: reward 0.000 | success 0.00 | tools 0.00 | reward_error 4 |"
+        in capsys.readouterr().err
+    )
 
 
 def test_only_steps_that_all_fail_for_one_cause_count():

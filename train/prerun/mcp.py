@@ -14,6 +14,7 @@ from typing import Any
 
 from aworld_train.aworld.specs import Spec
 from aworld_train.core.errors import ToolServerError
+from aworld_train.core.mcp_tools import list_tools, root_cause
 from aworld_train.core.protocol import ENV_REF, MissingVariable, resolve_env_refs, url_variable
 
 
@@ -22,35 +23,6 @@ def started_by_run(name: str, conf: dict[str, Any], env_names: list[str]) -> boo
     url = str(conf.get("url", ""))
     variables = {m.group(1) for m in ENV_REF.finditer(url)}
     return name in env_names or any(url_variable(env) in variables for env in env_names)
-
-
-async def list_tools(conf: dict[str, Any], timeout_s: float) -> list[str]:
-    """The tool names one HTTP MCP server lists, with the `mcp` SDK client."""
-    from mcp import ClientSession
-
-    headers = conf.get("headers") or None
-    if conf.get("type") == "sse":
-        from mcp.client.sse import sse_client
-
-        client = sse_client(conf["url"], headers=headers, timeout=timeout_s)
-    else:
-        from mcp.client.streamable_http import streamablehttp_client
-
-        client = streamablehttp_client(conf["url"], headers=headers, timeout=timeout_s)
-
-    async def run() -> list[str]:
-        async with client as streams, ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            return [tool.name for tool in (await session.list_tools()).tools]
-
-    return await asyncio.wait_for(run(), timeout_s)
-
-
-def root_cause(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (anyio wraps a refused connection in two of them)."""
-    while getattr(exc, "exceptions", None):
-        exc = exc.exceptions[0]
-    return exc
 
 
 @dataclass(frozen=True)

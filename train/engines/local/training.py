@@ -65,6 +65,8 @@ def rollout_metrics(trajs: list[Trajectory], train_on_malformed: bool = False) -
         "sampled_tokens_mean": sum(response_tokens) / n,
         # segments begun because an agent's history stopped extending its ledger
         "history_rewrites_mean": sum(t.history_rewrites for t in trajs) / n,
+        "forced_calls_mean": sum(t.forced_calls for t in trajs) / n,
+        "constrained_tokens_mean": sum(t.constrained_tokens for t in trajs) / n,
         "episode_s_mean": statistics.fmean(t.timings.get("total_s", 0.0) for t in trajs) if trajs else 0.0,
         "statuses": dict(Counter(t.status for t in trajs)),
         "trainable_rate": sum(t.trainable(train_on_malformed) for t in trajs) / n,
@@ -524,7 +526,8 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
     (and its warning, over `mismatch_tolerance`)."""
     line = (
         f"GRPO step {done}/{steps}: reward {metrics['reward_mean']:.3f} | success "
-        f"{metrics['success_rate']:.2f} | tools {metrics['tool_call_rate']:.2f} | {metrics['step_s']:.1f}s/step"
+        f"{metrics['success_rate']:.2f} | tools {metrics['tool_call_rate']:.2f} | {status_mix(metrics)} | "
+        f"{metrics['step_s']:.1f}s/step"
     )
     if "dropped_stale" in metrics:
         line += (
@@ -534,6 +537,12 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
     line += mismatch_text(metrics)
     warning = mismatch_warning(metrics, mismatch_tolerance)
     return with_warning(line, warning)
+
+
+def status_mix(metrics: dict[str, Any]) -> str:
+    """How the step's episodes ended, most first: `ok 14, truncated 1, malformed_tool_call 1`."""
+    counts = sorted((metrics.get("statuses") or {}).items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{status} {count}" for status, count in counts) or "no episodes"
 
 
 def _pct(value: float | None) -> str:

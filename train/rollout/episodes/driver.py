@@ -11,7 +11,7 @@ The AWorld drivers are `aworld_train.aworld.agent_spec.AgentSpec` (one agent) an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from aworld_train.rollout.episodes.trajectory import Task, Trajectory
@@ -43,6 +43,19 @@ class CallOptions:
     seed: int | None = None  # used when the episode has no seed of its own
     n: int = 1  # choices; the first extends the ledger (ARCHITECTURE.md, the gateway)
     logprobs: bool = False
+    # auto: the policy decides; none: an answer (a turn that calls ends the episode malformed);
+    # required: a call to any of the tools; function: a call to `tool_name`. A forced call opens
+    # with the template's call text up to the name (or the arguments) as prompt, never as loss
+    tool_choice: Literal["auto", "none", "required", "function"] = "auto"
+    tool_name: str | None = None  # the tool a `function` choice forces
+    parallel_tool_calls: bool = True  # False: the turn ends after its first call
+    # the JSON schema the answer must follow (json_object: {"type": "object"}): sampled under the
+    # schema's grammar by a policy that can constrain sampling (PolicyClient.constrains)
+    json_schema: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.tool_choice == "function") != (self.tool_name is not None):
+            raise ValueError("tool_name names the tool of tool_choice='function', and only then")
 
 
 class CallRefused(ValueError):
@@ -89,15 +102,27 @@ class LLMEndpoint(Protocol):
         """Keep a reward the agent reported for the episode (the reward function may read it)."""
         ...
 
+    def report_answer(self, text: str) -> None:
+        """The answer the agent gave for the user turn that just ended (what its framework returned:
+        a final-answer tool's argument, a structured response), which the reward reads; without
+        one, the last reply that called no tool is the answer."""
+        ...
+
     def check_call(
         self,
         agent: str = "",
         messages: list[dict[str, Any]] | None = None,
         tools: list[dict[str, Any]] | None = None,
         prompt: str | list[int] | None = None,
+        options: CallOptions | None = None,
     ) -> None:
-        """Raise CallRefused for a call (chat `messages` and `tools`, or a text `prompt`) the episode
-        cannot take; cheap, and safe from any thread (it reads no episode state)."""
+        """Raise CallRefused for a call (chat `messages` and `tools`, or a text `prompt`, with
+        `options`) the episode cannot take; cheap, and safe from any thread (it reads no episode
+        state)."""
+        ...
+
+    def ended(self) -> tuple[str, str | None] | None:
+        """Once the episode has ended: its status and why (the error its record keeps); else None."""
         ...
 
 

@@ -22,8 +22,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from aworld_train.core.errors import RewardError
+from aworld_train.core.mcp_tools import tools_problem
 from aworld_train.core.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
 from aworld_train.rollout.episodes.agent_endpoint import ExternalAgent
+from aworld_train.rollout.episodes.call_options import choice_problem
 from aworld_train.rollout.episodes.driver import (
     AgentDriver,
     AgentRole,
@@ -50,6 +52,10 @@ _TRANSPORT_FAILURE = re.compile(
     r"RemoteProtocolError|ClosedResourceError|BrokenResourceError|McpError: Connection closed|"
     r"RuntimeError: Failed to get server instance)"
 )
+
+
+# how long a server asked for its tools mid-episode may take (it answered a connect just before)
+_ASK_TIMEOUT_S = 5.0
 
 
 class _Ended(Exception):
@@ -82,6 +88,7 @@ class Episode:
         self._turn_calls = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
+        self._tools_listed: dict[str, str | None] = {}  # each server asked for its tools: why none
         self._call_made: dict[str, float] = {}  # when each call's reply went to the agent
         self._started = 0.0
         self._user_turn = 0
@@ -126,15 +133,18 @@ class Episode:
     async def _tools_missing(
         self, tools: list[dict[str, Any]] | None, role: AgentRole, first_call: bool
     ) -> tuple[str, str] | None:
-        """A configured MCP server that gave the agent no tools: (status, error), or None.
+        """A configured MCP server that gives the agent no tools: (status, error), or None.
 
-        AWorld drops a server that does not answer and the agent goes on without its
-        tools (every call it makes is answered "can not find ... tool"), so this is
-        checked before each agent's first LLM call of an episode, and whenever no tools arrive.
+        AWorld drops a server that does not answer and the agent goes on without its tools (every
+        call it makes is answered "can not find ... tool"), so this is checked before each agent's
+        first LLM call of an episode, and whenever a call carries no tools. A call may carry none
+        on purpose (a final-answer, planner, summariser or structured-output call), so a server is
+        judged by the server itself: asked for its tools (once an episode), never by one request.
         """
         if not first_call and tools:
             return None
-        configured = [n for n in role.mcp_servers if n in (self.agent.mcp_config.get("mcpServers") or {})]
+        servers = self.agent.mcp_config.get("mcpServers") or {}
+        configured = [n for n in role.mcp_servers if n in servers]
         urls = dict(self._server_urls())
         down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
         if down:
@@ -142,10 +152,15 @@ class Episode:
                 "tool_server_down",
                 f"MCP server(s) {', '.join(down)} did not answer: the agent got no tools",
             )
-        if configured and not tools:
-            names = ", ".join(f"{n!r}" + (f" at {urls[n]}" if n in urls else " (stdio)") for n in configured)
-            status = "error" if all(n in urls for n in configured) else "tool_server_down"
-            return status, f"MCP server(s) {names} listed no tools"
+        if tools:
+            return None
+        for name in (n for n in configured if n in urls):  # a stdio server cannot be asked from here
+            if name not in self._tools_listed:
+                self._tools_listed[name] = await tools_problem(_resolved_conf(servers[name]), _ASK_TIMEOUT_S)
+            problem = self._tools_listed[name]
+            if problem is not None:
+                status = "error" if problem == "lists no tools" else "tool_server_down"
+                return status, f"MCP server {name!r} at {urls[name]} {problem}: the agent got no tools"
         return None
 
     # -- the LLM endpoint the agent calls --------------------------------------
@@ -184,6 +199,13 @@ class Episode:
             self._end("error", f"{type(exc).__name__} while serving the agent's LLM call: {exc}")
             return await self._hold()
 
+    def ended(self) -> tuple[str, str | None] | None:
+        """The status the episode ended with and why; None while it runs."""
+        return (self.traj.status, self.traj.error) if self._ended.is_set() else None
+
+    def report_answer(self, text: str) -> None:
+        self.traj.final_answer = text
+
     def report_reward(self, reward: float, extras: dict[str, Any]) -> None:
         self.traj.reported_reward = float(reward)
         self.traj.reported_extras = dict(extras)
@@ -209,13 +231,22 @@ class Episode:
             return await self._hold()
         if role.name in self.settings.agent_endpoints:
             return await self._complete_elsewhere(messages, tools, role)
-        self.calls.check_call(role.name, messages=messages, tools=tools)
+        self.calls.check_call(role.name, messages=messages, tools=tools, options=options)
         async with self.calls.ledger_lock(role):
             reply, parsed, turn = await self.calls.chat(
                 messages, tools, role, options, used=set(self._calls_by_id)
             )
-            if parsed.malformed:
-                self._end("malformed_tool_call", "; ".join(parsed.errors))
+            if self.traj.finish_reasons[-1] == "length" and (parsed.calls or parsed.errors):
+                inside = ", ".join(c.name for c in parsed.calls) or parsed.errors[0]
+                self._end(
+                    "truncated",
+                    "the turn reached its token limit (rollout.max_new_tokens, the call's max_tokens or the "
+                    f"episode's budget) inside a tool call, which is never run as if whole ({inside})",
+                )
+                return await self._hold()
+            problem = choice_problem(parsed, options)
+            if parsed.malformed or problem:
+                self._end("malformed_tool_call", "; ".join([*parsed.errors, *([problem] if problem else [])]))
                 return await self._hold()
             self._made_calls(reply.tool_calls, [(c.name, c.arguments) for c in parsed.calls], turn, role)
             if not reply.tool_calls:
@@ -370,7 +401,10 @@ class Episode:
             if self._ended.is_set():
                 return
             if failed is not None:
-                self._end("error", failed)
+                # an agent that gives up on a reply cut at its token limit (a structured answer that
+                # does not parse) failed for that reason: the episode was truncated
+                cut = bool(self.traj.finish_reasons) and self.traj.finish_reasons[-1] == "length"
+                self._end("truncated" if cut else "error", failed)
                 return
         if self.traj.num_turns == 0:
             self._end("error", "the agent finished without calling its LLM")
@@ -396,6 +430,15 @@ def score(traj: Trajectory, task: Task, reward: Reward | None) -> None:
             "reward_error",
             f"reward function {reward.reference} raised {type(exc).__name__}: {exc}",
         )
+
+
+def _resolved_conf(conf: dict[str, Any]) -> dict[str, Any]:
+    """A server's mcp_config entry with its `${VAR}` references resolved (left as written where a
+    variable is missing: the server is then asked as configured)."""
+    try:
+        return resolve_env_refs(conf)
+    except MissingVariable:
+        return conf
 
 
 def _resolved(url: str) -> str:

@@ -8,13 +8,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from aworld_train.rollout.episodes.call_options import (
+    check_options,
+    first_call_only,
+    forced_opening,
+    grammar_key,
+)
 from aworld_train.rollout.episodes.driver import AgentRole, CallOptions, CallRefused, Reply
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.trajectory import Trajectory
-from aworld_train.rollout.policies.client import Generation, SamplingParams, derive_seed
+from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams, derive_seed
 from aworld_train.rollout.tokens.chat import content_text
 from aworld_train.rollout.tokens.ledger import TokenLedger
 from aworld_train.rollout.tokens.parsers.base import ParseResult
@@ -63,9 +70,12 @@ class LLMCalls:
         messages: list[dict[str, Any]] | None = None,
         tools: list[dict[str, Any]] | None = None,
         prompt: str | list[int] | None = None,
+        options: CallOptions | None = None,
     ) -> None:
         """CallRefused for a call whose text is longer than max_total_tokens could hold even at the
         vocabulary's longest token (413), or whose token ids are outside the vocabulary (400)."""
+        if options is not None and prompt is None:
+            check_options(self.runtime, tools, options)
         tokenizer = self.runtime.renderer.tokenizer
         budget = self.settings.max_total_tokens
         if isinstance(prompt, list):
@@ -137,13 +147,22 @@ class LLMCalls:
         ledger = self.ledger(role)
         first_prompt = not ledger.segments
         prompt_ids = await self.tokenized(message_chars(messages), ledger.prompt, messages, tools)
+        opening = self.runtime.renderer.encode(forced_opening(self.runtime, options))
+        if opening:
+            prompt_ids = ledger.lead(opening)
         turn = self.traj.num_turns
-        gens = await self.sample(ledger, prompt_ids, first_prompt, role, options)
+        grammar = grammar_key(self.runtime, tools, options)
+        gens = await self.sample(ledger, prompt_ids, first_prompt, role, options, grammar)
+        gens = [first_call_only(self.runtime, gen, options) for gen in gens]
         replies = [
-            self.reply_for(gen, tools, turn, k, used=used, prompt_ids=prompt_ids, options=options)
+            self.reply_for(
+                gen, tools, turn, k, used=used, prompt_ids=prompt_ids, options=options, opening=opening
+            )
             for k, gen in enumerate(gens)
         ]
         reply, parsed = replies[0]
+        self.traj.forced_calls += bool(opening)
+        self.traj.constrained_tokens += gens[0].meta.get("constrained_tokens", 0)
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             assistant["tool_calls"] = reply.tool_calls
@@ -164,9 +183,10 @@ class LLMCalls:
         first_prompt: bool,
         role: AgentRole,
         options: CallOptions,
+        grammar: GrammarKey | None = None,
     ) -> list[Generation]:
-        """The policy's choices for the next call of `role` on `prompt_ids`, the call counted as a
-        turn; CallEnded where a token limit ends the episode."""
+        """The policy's choices for the next call of `role` on `prompt_ids` (under `grammar`, if
+        any), the call counted as a turn; CallEnded where a token limit ends the episode."""
         if (
             first_prompt
             and self.settings.max_prompt_tokens
@@ -195,6 +215,7 @@ class LLMCalls:
             top_p=self.settings.top_p,
             top_k=self.settings.top_k,
             seed=None if seed is None else derive_seed(seed, self.traj.num_turns),
+            grammar=grammar,
         )
         gens = await self.generate(prompt_ids, sampling, options)
         self.traj.num_turns += 1
@@ -253,10 +274,14 @@ class LLMCalls:
         used: set[str],
         prompt_ids: list[int],
         options: CallOptions,
+        opening: Sequence[int] = (),
     ) -> tuple[Reply, ParseResult]:
-        """One choice as the agent reads it, and its parse; call ids in `used` are not reused."""
+        """One choice as the agent reads it (after the `opening` ids of a forced call, which the
+        parser reads with it), and its parse; call ids in `used` are not reused."""
         renderer = self.runtime.renderer
-        text = before_stop(sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids), options.stop)
+        text = before_stop(
+            sampled_text(renderer.tokenizer, gen, self.runtime.stop_token_ids, opening), options.stop
+        )
         parsed = self.runtime.calls.parse(text, tools)
         calls = []
         for i, c in enumerate(parsed.calls):
@@ -285,10 +310,12 @@ class LLMCalls:
         return reply, parsed
 
 
-def sampled_text(tokenizer, gen, stop_token_ids) -> str:
+def sampled_text(tokenizer, gen, stop_token_ids, opening: Sequence[int] = ()) -> str:
     """The text of a generation for the tool-call parser: special tokens kept (they frame the
-    calls of GLM, Kimi-K2, DeepSeek, gpt-oss), the stop token that ended the turn left out."""
-    ids = list(gen.token_ids)
+    calls of GLM, Kimi-K2, DeepSeek, gpt-oss), the stop token that ended the turn left out; after
+    the `opening` ids of a forced call (decoded with it: a tokenizer may write a space at a token's
+    start only after another token)."""
+    ids = [*opening, *gen.token_ids]
     if gen.finish_reason == "stop" and ids and ids[-1] in stop_token_ids:
         ids = ids[:-1]
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.policies.client import PolicyClient
+from aworld_train.rollout.tokens.call_control import CallControl, read_control
 from aworld_train.rollout.tokens.call_format import CallFormat
 from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.frame_derivation import probe_tools
 
 
 @dataclass
@@ -24,6 +27,14 @@ class RolloutRuntime:
     def calls(self) -> CallFormat:
         """How the policy's tool calls are read: `rollout.tool_parser` resolved for the chat template."""
         return self.renderer.call_format(self.settings.tool_parser)
+
+    @cached_property
+    def call_control(self) -> CallControl:
+        """How the template's call text meets a client's tool_choice and parallel_tool_calls."""
+        history, tools = [{"role": "user", "content": "zqhi"}], probe_tools()
+        return read_control(
+            lambda message: self.renderer.turn_text(history, message, tools), self.renderer._probe_call_id
+        )
 
     def close(self) -> None:
         """End the worker processes, if any; a later batch starts new ones."""

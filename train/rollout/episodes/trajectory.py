@@ -66,6 +66,10 @@ class Trajectory:
     num_turns: int = 0  # LLM calls
     user_turns: int = 0  # user turns begun
     finish_reasons: list[str] = field(default_factory=list)
+    # calls a client's tool_choice forced (their call opening was prompt, not sampled), and tokens
+    # sampled under a response format's grammar (rollout/episodes/call_options.py)
+    forced_calls: int = 0
+    constrained_tokens: int = 0
     reward: float | None = None
     reward_extras: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)

@@ -11,6 +11,10 @@ episode there. The trainer speaks to it in JSON lines:
   from its stdout, once ready:  {"type": "ready", "protocol": 1}
   per turn:                     {"episode_id", "user_turn", "answer": "..."}  or  {..., "error": "..."}
 
+A turn's non-empty `answer` is the episode's answer for that turn, which the reward reads (what
+the agent's framework returned: a final-answer tool's argument, a structured response); without
+one, the last reply that called no tool is.
+
 No turn is sent before the process answers the hello line within `start_timeout_s`; the trainer
 holds this handshake once before any model loads (`check_starts`), so a command that does not
 start, exits, or does not speak the protocol is refused with its exit code and last log lines.
@@ -307,7 +311,11 @@ class ProcessRun:
         }
         answer = await asyncio.wrap_future(self.gateway.submit(self.process.ask(message)))
         error = answer.get("error")
-        return f"the agent process reported: {error}" if error else None
+        if error:
+            return f"the agent process reported: {error}"
+        if isinstance(answer.get("answer"), str) and answer["answer"]:
+            self.endpoint.report_answer(answer["answer"])
+        return None
 
     async def release(self) -> None:
         if self.session is not None:

@@ -1,18 +1,25 @@
-"""The gateway's HTTP server: OpenAI's chat and text completions, one session per episode.
+"""The gateway's HTTP server: one session per episode, serving OpenAI's chat and text completions
+(`openai_api.py`), OpenAI's Responses API (`responses_api.py`) and Anthropic's Messages API
+(`messages_api.py`).
 
 One gateway per process and listening address, on a thread of its own with its own event loop, so
 that it outlives the event loop of any one batch (the local backend runs each batch under its own
 `asyncio.run`) and serves the episodes of every loop in the process. A session is an episode's
-agent seen from outside: its base URL (`http://HOST:PORT/sessions/<id>/v1`, the id unguessable)
-and its bearer token. A request runs the episode's own `complete` on the episode's event loop, the
-one code path our in-process AWorld provider also calls, so both keep the ledger the same way.
+agent seen from outside: its base URL (`http://HOST:PORT/sessions/<id>/v1`, the id unguessable;
+Anthropic's SDK takes it without the `/v1`) and its token (`Authorization: Bearer <token>`, or
+Anthropic's `x-api-key: <token>`). A request of any of the APIs becomes the same chat call (chat
+messages, tools, `CallOptions`) and runs the episode's own `complete` on the episode's event loop,
+the one code path our in-process AWorld provider also calls, so all keep the ledger the same way;
+the episode refuses (`check_call`) what it cannot honour before anything is sampled.
 
 Every request is answered within a bounded time: a body over MAX_BODY_BYTES is refused (413) by
 Starlette's own limit, from its Content-Length before it is read (Starlette's plain-text answer),
 or as soon as a chunked body runs over (our JSON answer); a body that does not arrive
 within BODY_TIMEOUT_S is refused (408: uvicorn bounds the wait between requests, not a body's);
 a prompt that cannot fit the run's token budget is refused (413) before it is tokenized; a call
-of an episode that ends is answered 410, and one of a session that ended 404.
+of an episode that ends is answered 410 naming how it ended, and one of a session that ended 404.
+An unknown path is answered 404 and a wrong method 405, naming the endpoints a session serves.
+Errors are in OpenAI's shape, on `/messages` in Anthropic's.
 """
 
 from __future__ import annotations
@@ -25,18 +32,20 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from aworld_train.rollout.episodes.driver import CallRefused, LLMEndpoint
 from aworld_train.rollout.gateway import openai_api
+from aworld_train.rollout.gateway.conversations import Conversations
 from aworld_train.rollout.gateway.openai_api import (
     ChatRequest,
     CompletionRequest,
@@ -49,6 +58,15 @@ from aworld_train.rollout.gateway.openai_api import (
 MAX_BODY_BYTES = 8 * 2**20
 BODY_TIMEOUT_S = 30.0
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+# what a session serves, under its base URL
+ENDPOINTS = (
+    "POST /chat/completions",
+    "POST /completions",
+    "POST /responses",
+    "POST /messages",
+    "GET /models",
+    "POST /reward",
+)
 
 
 class SessionEnded(Exception):
@@ -66,6 +84,7 @@ class Session:
     agent: str = ""
     base_url: str = ""
     calls: set[concurrent.futures.Future] = field(default_factory=set)  # in flight on the episode's loop
+    conversations: Conversations = field(default_factory=Conversations)  # for previous_response_id
     closed: bool = False
     # registering a call and closing the session exclude each other: they run on different threads
     # (the gateway's, the episode's), and a call registered after the close would never be answered
@@ -90,6 +109,19 @@ class Session:
             raise
         finally:
             self.calls.discard(future)
+
+    def end_message(self) -> str | None:
+        """Why no call is answered any more (the episode's status and error, as its record has
+        them), or None while the episode runs."""
+        ended = self.endpoint.ended()
+        if ended is None:
+            return "the episode ended; no more calls are answered" if self.closed else None
+        status, error = ended
+        return (
+            f"the episode ended as {status}"
+            + (f": {error}" if error else "")
+            + "; no more calls are answered"
+        )
 
     def close(self) -> None:
         """No call is registered after this; those in flight are cancelled (answered 410)."""
@@ -165,11 +197,13 @@ class Gateway:
     def _app(self) -> Starlette:
         return Starlette(
             max_body_size=self.max_body_bytes,  # refused from Content-Length before any of it is read
-            exception_handlers={413: self._too_large},
+            exception_handlers={413: self._too_large, 404: self._no_route, 405: self._no_route},
             routes=[
                 Route("/health", lambda _: JSONResponse({"ok": True, "sessions": len(self.sessions)})),
                 Route("/sessions/{sid}/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/sessions/{sid}/v1/completions", self._completions, methods=["POST"]),
+                Route("/sessions/{sid}/v1/responses", self._responses, methods=["POST"]),
+                Route("/sessions/{sid}/v1/messages", self._messages, methods=["POST"]),
                 Route("/sessions/{sid}/v1/models", self._models, methods=["GET"]),
                 Route("/sessions/{sid}/v1/reward", self._reward, methods=["POST"]),
             ],
@@ -179,10 +213,14 @@ class Gateway:
         session = self.sessions.get(request.path_params["sid"])
         if session is None:
             raise _HTTPError(404, "no such session: it ended, or it never existed", "not_found_error")
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), session.token.encode()):
+        # OpenAI's SDKs send a bearer token, Anthropic's an x-api-key
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        token = bearer if scheme.lower() == "bearer" else request.headers.get("x-api-key", "")
+        if not secrets.compare_digest(token.encode(), session.token.encode()):
             raise _HTTPError(
-                401, "give the session's token as 'Authorization: Bearer <token>'", "authentication_error"
+                401,
+                "give the session's token as 'Authorization: Bearer <token>' (or 'x-api-key: <token>')",
+                "authentication_error",
             )
         return session
 
@@ -191,11 +229,27 @@ class Gateway:
             f"the request body is over {self.max_body_bytes} bytes, more than any prompt of the run "
             "can hold: shorten the conversation"
         )
-        return JSONResponse(openai_api.error_body(message, "request_too_large"), 413)
+        return _error(_error_shape(request), 413, message, "request_too_large")
 
-    async def _answer(self, request: Request, handle) -> Response:
+    async def _no_route(self, request: Request, exc: HTTPException) -> Response:
+        served = ", ".join(ENDPOINTS)
+        what = "no such endpoint" if exc.status_code == 404 else "the endpoint does not take this method"
+        message = (
+            f"{what}: {request.method} {request.url.path}. A session's base URL "
+            f"(http://HOST:PORT/sessions/<id>/v1) serves {served}"
+        )
+        kind = "not_found_error" if exc.status_code == 404 else "method_not_allowed"
+        return _error(_error_shape(request), exc.status_code, message, kind, headers=exc.headers)
+
+    async def _answer(
+        self, request: Request, handle, error_body=openai_api.error_body, params: dict[str, str] | None = None
+    ) -> Response:
+        """`handle(session, body)`'s answer, or the error (in `error_body`'s shape) it ran into; the
+        episode's refusals name a chat completion's parameters, renamed by `params`."""
         try:
             session = self._session(request)
+            if session.end_message() is not None:  # ended, its session not yet closed
+                raise SessionEnded
             try:
                 raw = await asyncio.wait_for(request.body(), self.body_timeout_s)
             except asyncio.TimeoutError:
@@ -204,24 +258,26 @@ class Gateway:
                 ) from None
             return await handle(session, openai_api.read_json(raw))
         except _HTTPError as exc:
-            return JSONResponse(openai_api.error_body(exc.message, exc.kind), exc.status)
+            return _error(error_body, exc.status, exc.message, exc.kind)
         except RequestError as exc:
-            return JSONResponse(openai_api.error_body(str(exc), param=exc.param), 400)
+            return _error(error_body, 400, str(exc), "invalid_request_error", exc.param)
         except CallRefused as exc:
-            return JSONResponse(openai_api.error_body(str(exc), exc.kind, exc.param), exc.status)
+            param = (params or {}).get(exc.param, exc.param)
+            return _error(error_body, exc.status, str(exc), exc.kind, param)
         except SessionEnded:
-            return JSONResponse(
-                openai_api.error_body("the episode ended: no more calls are answered", "episode_ended"), 410
-            )
+            return _error(error_body, 410, session.end_message() or "the episode ended", "episode_ended")
         except ClientDisconnect:
             return Response(status_code=400)  # nobody reads it
 
     async def _chat(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
             req: ChatRequest = openai_api.parse(ChatRequest, body)
-            session.endpoint.check_call(session.agent, messages=req.messages, tools=req.tools)
+            options = req.options()
+            session.endpoint.check_call(
+                session.agent, messages=req.messages, tools=req.tools, options=options
+            )
             reply = await session.run(
-                session.endpoint.complete(req.messages, req.tools, session.agent, req.options())
+                session.endpoint.complete(req.messages, req.tools, session.agent, options)
             )
             if not req.stream:
                 return JSONResponse(openai_api.chat_completion(reply, req.model))
@@ -234,26 +290,57 @@ class Gateway:
             req: CompletionRequest = openai_api.parse(CompletionRequest, body)
             if req.stream:
                 raise RequestError("stream: text completions are answered whole; leave it out", "stream")
-            session.endpoint.check_call(session.agent, prompt=req.prompt)
-            replies = await session.run(
-                session.endpoint.complete_text(req.prompt, session.agent, req.options())
-            )
+            options = req.options()
+            session.endpoint.check_call(session.agent, prompt=req.prompt, options=options)
+            replies = await session.run(session.endpoint.complete_text(req.prompt, session.agent, options))
             return JSONResponse(openai_api.text_completion(replies, req.model))
 
         return await self._answer(request, handle)
+
+    async def _responses(self, request: Request) -> Response:
+        # imported on first use: the SDK's types take a while to import, and most runs never call this
+        from aworld_train.rollout.gateway import responses_api
+
+        async def handle(session: Session, body: Any) -> Response:
+            req: responses_api.ResponsesRequest = openai_api.parse(responses_api.ResponsesRequest, body)
+            messages, tools, options = req.messages(session.conversations), req.chat_tools, req.options()
+            session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
+            reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
+            response = responses_api.response(reply, req)
+            kept = responses_api.kept_messages(reply, req)
+            session.conversations.keep(response.id, req.previous_response_id, kept)
+            if not req.stream:
+                return JSONResponse(responses_api.dump(response))
+            return _event_stream(list(responses_api.events(response, reply, req)))
+
+        return await self._answer(request, handle, params=responses_api.PARAMS)
+
+    async def _messages(self, request: Request) -> Response:
+        # imported on first use: the SDK's types take a while to import, and most runs never call this
+        from aworld_train.rollout.gateway import messages_api
+
+        async def handle(session: Session, body: Any) -> Response:
+            req: messages_api.MessagesRequest = openai_api.parse(messages_api.MessagesRequest, body)
+            messages, tools, options = req.chat_messages, req.chat_tools, req.options()
+            session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
+            reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
+            message = messages_api.message(reply, req.model)
+            if not req.stream:
+                return JSONResponse(messages_api.dump(message))
+            return _event_stream(list(messages_api.events(message)))
+
+        return await self._answer(request, handle, messages_api.error_body, messages_api.PARAMS)
 
     async def _models(self, request: Request) -> Response:
         try:
             self._session(request)
         except _HTTPError as exc:
-            return JSONResponse(openai_api.error_body(exc.message, exc.kind), exc.status)
+            return _error(openai_api.error_body, exc.status, exc.message, exc.kind)
         model = {"id": openai_api.MODEL, "object": "model", "created": 0, "owned_by": "aworld-train"}
         return JSONResponse({"object": "list", "data": [model]})
 
     async def _reward(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
-            if isinstance(body, dict) and isinstance(body.get("reward"), bool):
-                raise RequestError('reward: send a number, {"reward": 1.0, "extras": {...}}', "reward")
             report_: RewardReport = openai_api.parse(RewardReport, body)
 
             async def report() -> None:
@@ -271,13 +358,49 @@ class _HTTPError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
+ErrorBody = Callable[..., dict]  # (message, kind, param) -> an API's error JSON
+
+
+def _error(
+    error_body: ErrorBody,
+    status: int,
+    message: str,
+    kind: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(message, kind, param), status, headers=headers)
+
+
+def _error_shape(request: Request) -> ErrorBody:
+    """The error shape of the API a path belongs to: Anthropic's on /messages, else OpenAI's."""
+    if request.url.path.rstrip("/").endswith("/v1/messages"):
+        from aworld_train.rollout.gateway import messages_api
+
+        return messages_api.error_body
+    return openai_api.error_body
+
+
 def _stream(chunks: list[dict[str, Any]]) -> StreamingResponse:
+    """Chat completion chunks as server-sent events, ending with OpenAI's [DONE]."""
+
     async def events():
         for chunk in chunks:
             yield f"data: {json.dumps(chunk)}\n\n"
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _event_stream(events: list[tuple[str, dict[str, Any]]]) -> StreamingResponse:
+    """Named server-sent events (`event:` and `data:` lines), as the Responses and Messages APIs
+    stream; made whole before the first is sent (the policy answers a call whole)."""
+
+    async def lines():
+        for name, data in events:
+            yield f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+    return StreamingResponse(lines(), media_type="text/event-stream")
 
 
 def advertised_host(host: str) -> str:

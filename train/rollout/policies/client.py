@@ -11,6 +11,11 @@ from typing import Literal, Protocol, runtime_checkable
 FinishReason = Literal["stop", "length", "abort"]
 
 
+# a grammar to sample under: (a JSON schema as text, the call opening a tool call may start with
+# instead, or None); see rollout/policies/grammar.py
+GrammarKey = tuple[str, str | None]
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_new_tokens: int = 128
@@ -18,6 +23,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+    grammar: GrammarKey | None = None  # sampled under it, by a policy that can (ConstrainedSampling)
 
 
 def derive_seed(*parts: object) -> int:
@@ -70,6 +76,16 @@ class Generation:
 @runtime_checkable
 class PolicyClient(Protocol):
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation: ...
+
+
+@runtime_checkable
+class ConstrainedSampling(Protocol):
+    """A policy that samples under a grammar (`SamplingParams.grammar`): the local transformers
+    policy. Others refuse a call that asks for one before it is sampled."""
+
+    def check_grammar(self, key: GrammarKey) -> None:
+        """Raise ValueError (with the reason) for a grammar the policy cannot sample under."""
+        ...
 
 
 ScriptStep = str | list[int] | Generation | Callable[[list[int]], "str | list[int] | Generation"]

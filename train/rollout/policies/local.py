@@ -31,7 +31,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams
+from aworld_train.rollout.policies.grammar import Grammars, RowGrammar, mean_log_mass
 from aworld_train.rollout.policies.models import release_freed_memory
 from aworld_train.rollout.policies.prefix_cache import LayerKV, PrefixCache, shared_prefixes
 
@@ -150,6 +151,19 @@ class LocalPolicy:
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self.batches: list[int] = []  # sizes of the batches run, for metrics
+        self._grammars: Grammars | None = None
+
+    @property
+    def grammars(self) -> Grammars:
+        """The grammars a row may be sampled under (SamplingParams.grammar), made on first use."""
+        if self._grammars is None:
+            vocab = self.model.config.get_text_config(decoder=True).vocab_size
+            self._grammars = Grammars(self.tokenizer, vocab, self.stop_token_ids)
+        return self._grammars
+
+    def check_grammar(self, key: GrammarKey) -> None:
+        """GrammarError for a grammar this policy cannot sample under (ConstrainedSampling)."""
+        self.grammars.check(key)
 
     @property
     def device(self) -> torch.device:
@@ -178,6 +192,7 @@ class LocalPolicy:
                     batch[0].sampling,
                     [r.sampling.max_new_tokens for r in batch],
                     [r.sampling.seed for r in batch],
+                    [r.sampling.grammar for r in batch],
                 )
             except Exception as exc:
                 for r in batch:
@@ -195,13 +210,21 @@ class LocalPolicy:
         sampling: SamplingParams,
         max_new: list[int] | None = None,
         seeds: list[int | None] | None = None,
+        grammars: list[GrammarKey | None] | None = None,
     ) -> list[Generation]:
-        """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all)."""
+        """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all),
+        `grammars` each row's grammar (default: `sampling.grammar` for all)."""
         n = len(prompts)
+        keys = grammars or [sampling.grammar] * n
+        rows = [None if key is None else self.grammars.row(key) for key in keys]
         with self.lock.mutex:
             try:
                 return self._generate(
-                    prompts, sampling, max_new or [sampling.max_new_tokens] * n, seeds or [sampling.seed] * n
+                    prompts,
+                    sampling,
+                    max_new or [sampling.max_new_tokens] * n,
+                    seeds or [sampling.seed] * n,
+                    rows=rows if any(rows) else None,
                 )
             finally:
                 release_freed_memory()  # the batch's grown key/value caches
@@ -263,6 +286,7 @@ class LocalPolicy:
         max_new: list[int],
         seeds: list[int | None],
         prefill_only: bool = False,
+        rows: list[RowGrammar | None] | None = None,
     ) -> list[Generation]:
         device = self.device
         was_training = self.model.training
@@ -313,18 +337,10 @@ class LocalPolicy:
         del out
         next_position = position[:, -1:] + 1
         for step in range(int(limits.max())):
-            temperature = sampling.temperature if sampling.temperature > 0 else 1.0
-            logp = torch.log_softmax(logits / temperature, dim=-1)
-            if sampling.temperature > 0:
-                filtered = _filter_logits(logits / temperature, sampling.top_k, sampling.top_p)
-                probs = filtered.softmax(-1)
-                chosen = torch.cat(
-                    [torch.multinomial(probs[i], 1, generator=generators[i]) for i in range(n)]
-                )
-            else:
-                chosen = logits.argmax(-1)
+            chosen, chosen_logp = self._draw(logits, sampling, generators, rows)
             chosen = torch.where(finished, torch.full_like(chosen, self.pad_id), chosen)
-            chosen_logp = logp.gather(-1, chosen[:, None]).squeeze(-1)
+            if rows is not None:
+                self.grammars.advance(rows, chosen.tolist(), (~finished).tolist())
             for i in range(n):
                 if not finished[i]:
                     tokens[i].append(int(chosen[i]))
@@ -358,10 +374,34 @@ class LocalPolicy:
                 tokens[i],
                 logprobs[i],
                 "stop" if stopped[i] else "length",
+                meta=_grammar_meta(rows[i]) if rows is not None else {},
                 versions=[self.version] * len(tokens[i]),
             )
             for i in range(n)
         ]
+
+    def _draw(
+        self,
+        logits: torch.Tensor,
+        sampling: SamplingParams,
+        generators: list[torch.Generator],
+        rows: list[RowGrammar | None] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A token per row, drawn under the run's sampling (and the row's grammar, if any), and the
+        policy's own logprob of it: log_softmax(logits / temperature), what the trainer recomputes."""
+        temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+        scaled = logits / temperature
+        logp = torch.log_softmax(scaled, dim=-1)
+        if rows is not None:
+            scaled = self.grammars.mask(scaled, rows)
+        if sampling.temperature > 0:
+            probs = _filter_logits(scaled, sampling.top_k, sampling.top_p).softmax(-1)
+            chosen = torch.cat(
+                [torch.multinomial(probs[i], 1, generator=generators[i]) for i in range(len(probs))]
+            )
+        else:
+            chosen = scaled.argmax(-1)
+        return chosen, logp.gather(-1, chosen[:, None]).squeeze(-1)
 
     def _batch_cache(self, hits: list[tuple[int, LayerKV | None]], width: int) -> DynamicCache:
         """One DynamicCache for the batch: each row's cached prefix right-aligned in `width` columns."""
@@ -392,6 +432,13 @@ class LocalPolicy:
                 return [(layer.keys[i][:, cols], layer.values[i][:, cols]) for layer in past.layers]
 
             self.prefix_cache.insert(ids, kv_from)
+
+
+def _grammar_meta(row: RowGrammar | None) -> dict[str, Any]:
+    """What a constrained row's generation keeps of its grammar (`rollout/policies/grammar.py`)."""
+    if row is None or not row.allowed_mass:
+        return {}
+    return {"constrained_tokens": len(row.allowed_mass), "mean_log_allowed_mass": mean_log_mass(row)}
 
 
 def _sampling_key(s: SamplingParams) -> tuple:

@@ -180,6 +180,16 @@ class TokenLedger:
         seg.turn_starts.append(len(seg))
         return seg.ids
 
+    def lead(self, ids: list[int]) -> list[int]:
+        """Open the coming answer with `ids` (the template's text a forced tool call starts from):
+        held as prompt, never loss (mask 0); the ids to send to the policy."""
+        seg = self.current
+        if seg is None:
+            raise RuntimeError("lead() before prompt()")
+        seg.append_delta(ids)
+        seg.turn_starts[-1] = len(seg)
+        return seg.ids
+
     def text_prompt(self, prompt: str | list[int]) -> list[int]:
         """A text completion's prompt (text, or ids as given): one that starts with everything the
         ledger holds (its answers' sampled ids, stop ids included) extends it by the rest (mask 0);

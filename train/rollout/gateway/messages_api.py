@@ -1,0 +1,347 @@
+"""Anthropic's Messages API (`POST /messages`) on the episode's chat calls.
+
+A request becomes the chat messages and tools a chat completion would carry, so an agent on
+Anthropic's SDK keeps the same token ledger as one on OpenAI's: `system` (text, or text blocks) is
+the system message; a message's `text` blocks its text; an assistant's `tool_use` blocks its tool
+calls (their `input` the arguments); a user's `tool_result` blocks tool messages, before the text
+of the same message; `thinking` blocks are dropped (the policy's turns are sampled whole, in their
+text). Blocks of one message are joined with a newline. `tools` (`name`, `description`,
+`input_schema`), `tool_choice` (auto, any, tool, none; `disable_parallel_tool_use`),
+`max_tokens`, `stop_sequences` and `output_config.format` become the call's `CallOptions`.
+
+Refused with 400 naming the field: server tools (web search, code execution, bash, ...), images
+and documents, a last message of the assistant's (a prefill to continue), `container`,
+`mcp_servers`, `context_management`. Ignored on purpose: `temperature`, `top_p` and `top_k` (the
+run's stand: the trainer computes its logprobs under them), `thinking` and `output_config.effort`
+(the policy thinks as its template and training have it), a tool result's `is_error` (its text is
+what the policy reads), `cache_control`, `metadata`, `service_tier`.
+
+The answer is the SDK's own `Message` (and for `stream: true` its events, `message_start` to
+`message_stop`), so the shapes are the `anthropic` package's; errors are in Anthropic's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any, Literal, NoReturn
+
+from anthropic.types import (
+    InputJSONDelta,
+    Message,
+    MessageDeltaUsage,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    TextBlock,
+    TextDelta,
+    ToolUseBlock,
+    Usage,
+)
+from anthropic.types.raw_message_delta_event import Delta
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from aworld_train.rollout.episodes.driver import CallOptions, Reply
+from aworld_train.rollout.gateway.openai_api import (
+    MODEL,
+    ApiRequest,
+    RequestError,
+    check_named_tool,
+    first_error,
+)
+
+# the episode names a chat completion's parameters when it refuses a call: here they are these
+PARAMS = {
+    "response_format": "output_config.format",
+    "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+}
+_STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
+# the policy's own turns hold their reasoning as it was sampled, in their text
+_DROPPED = ("thinking", "redacted_thinking")
+
+
+class _Shape(BaseModel):
+    # what else a block carries (cache_control, citations, ...) is not read
+    model_config = ConfigDict(extra="allow")
+
+
+class _Message(_Shape):
+    role: Literal["user", "assistant"]
+    content: str | list[Any]
+
+
+class _Text(_Shape):
+    text: str
+
+
+class _ToolUse(_Shape):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class _ToolResult(_Shape):
+    tool_use_id: str
+    content: str | list[Any] = ""
+
+
+class _Tool(_Shape):
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any]
+
+
+class _ToolChoice(_Shape):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool = False
+
+
+class _OutputFormat(_Shape):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class MessagesRequest(ApiRequest):
+    """`POST /messages`: the fields read; `check` turns them into a chat call."""
+
+    model: str = MODEL
+    max_tokens: int = Field(ge=1)
+    messages: list[Any] = Field(min_length=1)
+    system: str | list[Any] | None = None
+    tools: list[Any] | None = None
+    tool_choice: dict[str, Any] | None = None
+    stop_sequences: list[str] | None = None
+    output_config: dict[str, Any] | None = None
+    stream: bool = False
+    temperature: float | None = Field(None, ge=0)  # the run's temperature stands
+    top_p: float | None = None
+    top_k: int | None = None
+    container: Any = None
+    mcp_servers: Any = None
+    context_management: Any = None
+
+    _messages: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _tools: list[dict[str, Any]] | None = PrivateAttr(None)
+    _choice: _ToolChoice = PrivateAttr(default_factory=lambda: _ToolChoice(type="auto"))
+    _schema: dict[str, Any] | None = PrivateAttr(None)
+
+    def check(self) -> None:
+        for name, what in (
+            ("container", "containers of Anthropic's code execution"),
+            ("mcp_servers", "MCP servers called by Anthropic's side"),
+            ("context_management", "context editing"),
+        ):
+            if getattr(self, name) is not None:
+                _refuse(name, f"{what} are not served here: leave {name} out")
+        system = [] if self.system is None else [{"role": "system", "content": _text(self.system, "system")}]
+        self._messages = system + chat_messages(self.messages)
+        self._tools = [_chat_tool(tool, f"tools.{i}") for i, tool in enumerate(self.tools or [])] or None
+        if self.tool_choice is not None:
+            self._choice = _read(_ToolChoice, self.tool_choice, "tool_choice")
+            if self._choice.type == "tool":
+                if self._choice.name is None:
+                    _refuse("tool_choice.name", "name the tool a 'tool' choice calls")
+                check_named_tool(self._choice.name, self._tools, "tool_choice.name")
+        fmt = (self.output_config or {}).get("format")
+        if fmt is not None:
+            self._schema = _read(_OutputFormat, fmt, "output_config.format").schema_
+
+    @property
+    def chat_messages(self) -> list[dict[str, Any]]:
+        return self._messages
+
+    @property
+    def chat_tools(self) -> list[dict[str, Any]] | None:
+        return self._tools
+
+    def options(self) -> CallOptions:
+        kind = {"any": "required", "tool": "function"}.get(self._choice.type, self._choice.type)
+        return CallOptions(
+            max_tokens=self.max_tokens,
+            stop=tuple(self.stop_sequences or ()),
+            tool_choice=kind,
+            tool_name=self._choice.name if kind == "function" else None,
+            parallel_tool_calls=not self._choice.disable_parallel_tool_use,
+            json_schema=self._schema,
+        )
+
+
+def _refuse(param: str, fix: str) -> NoReturn:
+    raise RequestError(f"{param}: {fix}", param)
+
+
+def _read(model: type[BaseModel], value: Any, where: str) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise first_error(exc, where) from None
+
+
+def _chat_tool(tool: Any, where: str) -> dict[str, Any]:
+    kind = tool.get("type", "custom") if isinstance(tool, dict) else "custom"
+    if kind not in ("custom", None):
+        _refuse(
+            f"{where}.type",
+            f"{kind!r} tools run on Anthropic's side and are not served here: give the agent a tool "
+            "(name, description, input_schema) that does the same",
+        )
+    spec = _read(_Tool, tool, where)
+    function = {"name": spec.name, "parameters": spec.input_schema}
+    if spec.description is not None:
+        function["description"] = spec.description
+    return {"type": "function", "function": function}
+
+
+def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
+    """Anthropic messages as chat messages (RequestError naming the first block it cannot read)."""
+    chat: list[dict[str, Any]] = []
+    for i, value in enumerate(messages):
+        where = f"messages.{i}"
+        message = _read(_Message, value, where)
+        if message.role == "assistant" and i == len(messages) - 1:
+            _refuse(
+                where,
+                "the conversation ends with the assistant's message, which the policy would have to "
+                "continue (a prefill): end it with the user's message",
+            )
+        blocks = (
+            [{"type": "text", "text": message.content}]
+            if isinstance(message.content, str)
+            else message.content
+        )
+        if message.role == "assistant":
+            chat.append(_assistant(blocks, f"{where}.content"))
+        else:
+            chat.extend(_user(blocks, f"{where}.content"))
+    return chat
+
+
+def _kind(block: Any) -> str | None:
+    return block.get("type") if isinstance(block, dict) else None
+
+
+def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
+    texts, calls = [], []
+    for j, block in enumerate(blocks):
+        kind = _kind(block)
+        if kind == "text":
+            texts.append(_read(_Text, block, f"{where}.{j}").text)
+        elif kind == "tool_use":
+            use = _read(_ToolUse, block, f"{where}.{j}")
+            arguments = json.dumps(use.input)
+            calls.append(
+                {"id": use.id, "type": "function", "function": {"name": use.name, "arguments": arguments}}
+            )
+        elif kind not in _DROPPED:
+            _refuse(
+                f"{where}.{j}.type",
+                f"{kind!r} blocks are not served: give text, tool_use (or thinking) blocks",
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    results, texts = [], []
+    for j, block in enumerate(blocks):
+        kind = _kind(block)
+        if kind == "text":
+            texts.append(_read(_Text, block, f"{where}.{j}").text)
+        elif kind == "tool_result":
+            result = _read(_ToolResult, block, f"{where}.{j}")
+            content = _text(result.content, f"{where}.{j}.content")
+            results.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
+        else:
+            _refuse(
+                f"{where}.{j}.type",
+                f"{kind!r} blocks are not served: the policy reads text; give text or tool_result blocks",
+            )
+    if texts or not results:
+        return [*results, {"role": "user", "content": "\n".join(texts)}]
+    return results
+
+
+def _text(content: str | list[Any], where: str) -> str:
+    """Text, or text blocks joined with a newline."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for j, block in enumerate(content):
+        if _kind(block) != "text":
+            _refuse(f"{where}.{j}.type", f"{_kind(block)!r} blocks are not served here: give text blocks")
+        texts.append(_read(_Text, block, f"{where}.{j}").text)
+    return "\n".join(texts)
+
+
+# -- the answer ------------------------------------------------------------------------------
+def message(reply: Reply, model: str) -> Message:
+    """The `Message` an episode's reply makes: a text block (if it has text, or makes no call),
+    then one tool_use block per tool call."""
+    content: list[Any] = []
+    if reply.content or not reply.tool_calls:
+        content.append(TextBlock(type="text", text=reply.content))
+    for call in reply.tool_calls:
+        function = call["function"]
+        content.append(
+            ToolUseBlock(
+                type="tool_use", id=call["id"], name=function["name"], input=json.loads(function["arguments"])
+            )
+        )
+    return Message(
+        id=f"msg_{secrets.token_hex(16)}",
+        type="message",
+        role="assistant",
+        model=model,
+        content=content,
+        stop_reason=_STOP_REASONS.get(reply.finish_reason, "end_turn"),
+        stop_sequence=None,
+        usage=Usage(
+            input_tokens=reply.usage.get("prompt_tokens", 0),
+            output_tokens=reply.usage.get("completion_tokens", 0),
+        ),
+    )
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """An SDK object as JSON: the fields it was given (nulls too)."""
+    return model.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+def events(final: Message) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The stream of a whole answer, as (event name, data): the message started (no content), each
+    block started, its text or input JSON as one delta, stopped; the stop reason; the end."""
+
+    def event(model: type[BaseModel], name: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return name, dump(model(type=name, **fields))
+
+    usage = Usage(input_tokens=final.usage.input_tokens, output_tokens=0)
+    start = final.model_copy(update={"content": [], "stop_reason": None, "usage": usage})
+    yield event(RawMessageStartEvent, "message_start", message=start)
+    for index, block in enumerate(final.content):
+        if isinstance(block, TextBlock):
+            opened, delta = TextBlock(type="text", text=""), TextDelta(type="text_delta", text=block.text)
+        else:
+            opened = block.model_copy(update={"input": {}})
+            delta = InputJSONDelta(type="input_json_delta", partial_json=json.dumps(block.input))
+        yield event(RawContentBlockStartEvent, "content_block_start", index=index, content_block=opened)
+        yield event(RawContentBlockDeltaEvent, "content_block_delta", index=index, delta=delta)
+        yield event(RawContentBlockStopEvent, "content_block_stop", index=index)
+    yield event(
+        RawMessageDeltaEvent,
+        "message_delta",
+        delta=Delta(stop_reason=final.stop_reason, stop_sequence=final.stop_sequence),
+        usage=MessageDeltaUsage(output_tokens=final.usage.output_tokens),
+    )
+    yield event(RawMessageStopEvent, "message_stop")
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict:
+    """Anthropic's error shape (its message names the field: Anthropic's has no `param`)."""
+    return {"type": "error", "error": {"type": kind, "message": message}}
