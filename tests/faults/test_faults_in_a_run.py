@@ -263,7 +263,7 @@ def test_a_killed_agent_process_fails_its_episodes_and_the_next_ones_start_a_new
 ):
     from aworld_train.rollout.gateway.process_agent import _PROCESSES
 
-    agent = f"{ROOT / 'examples/calculator_gateway/agents.py'}:sdk_agent"
+    agent = f"{ROOT / 'examples/calculator_gateway/process_agents.py'}:sdk_agent"
     config = config_for(tmp_path, tiny_model_dir, 3, agent=agent)
     run = faulty_run(config, {2: (kill_agent_process, True)})
     rows, steps = run["rows"], run["steps"]
