@@ -177,7 +177,7 @@ async def test_an_agent_that_edits_its_history_gets_a_new_segment_and_the_metric
     assert [sampled(s) for s in traj.segments] == [g.token_ids for g in policy.generations]
     assert "(summary)" in tokenizer.decode(traj.segments[1].prompt_ids)
 
-    from aworld_train.engines.local.training import rollout_metrics
+    from aworld_train.engines.local.step_metrics import rollout_metrics
 
     assert rollout_metrics([traj])["history_rewrites_mean"] == 1
 

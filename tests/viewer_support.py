@@ -84,16 +84,16 @@ def run_tiny(run_dir: Path, model_dir: Path) -> Path:
     import pytest
 
     from aworld_train import AgentTrainer
-    from aworld_train.engines.local import training
+    from aworld_train.engines.local import startup
 
-    real = training.local_runner
+    real = startup.local_runner
 
     def scripted_runner(*args, **kwargs):
         runner, policy = real(*args, **kwargs)
         return runner, PartlyScripted(policy, kwargs["tokenizer"])
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(training, "local_runner", scripted_runner)
+        patch.setattr(startup, "local_runner", scripted_runner)
         # float32 whatever the CPU: in bf16 the sampler's cached forward and the learner's whole
         # sequence differ in rounding by up to 0.14 on a token, which the tests would take for a misalignment
         patch.setenv("AWORLD_TRAIN_DTYPE", "float32")

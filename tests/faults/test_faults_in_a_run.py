@@ -42,7 +42,7 @@ from faults_support import (
 
 from aworld_train import AgentTrainer
 from aworld_train.core.errors import ToolServerLost
-from aworld_train.engines.local import training
+from aworld_train.engines.local import startup, training
 from aworld_train.rollout.policies.client import Generation
 
 pytestmark = pytest.mark.timeout(600)
@@ -113,7 +113,7 @@ def faulty_run(config: Path, faults: dict[int, tuple[Callable, bool]], steps: di
     named in `faults`. Per step (into `steps`, kept where the run raises): the resources after it,
     the episodes let into the fault, and the supervisor's restarts so far."""
     steps = {} if steps is None else steps
-    runner = training.local_runner
+    runner = startup.local_runner
 
     def scripted_runner(*args, **kwargs):
         episode_runner, policy = runner(*args, **kwargs)
@@ -137,7 +137,7 @@ def faulty_run(config: Path, faults: dict[int, tuple[Callable, bool]], steps: di
         return metrics
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(training, "local_runner", scripted_runner)
+        patch.setattr(startup, "local_runner", scripted_runner)
         patch.setattr(training.LocalTraining, "train_step", step_with_fault)
         summary = AgentTrainer(config=str(config)).train()
     run = Path(summary["run_dir"])

@@ -225,7 +225,7 @@ class PolicyServer:
 
     async def load_adapter(self, lora_name: str, folder: Path) -> dict[str, Any]:
         """The adapter AReaL's actor saved in `folder`, served from now on as `lora_name`."""
-        from aworld_train.engines.local.lora import serve_adapter
+        from aworld_train.rollout.policies.adapters import serve_adapter
 
         name, version = adapter_version(lora_name)
         if self.adapter is not None and name != self.adapter:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from aworld_train.engines.local.lora import load_adapter_weights
+from aworld_train.rollout.policies.adapters import load_adapter_weights
 
 ACTOR_PREFIX = "base_model.model."  # the PeftModel's own prefix; the rollout's model is unwrapped
 BASE_LAYER = ".base_layer"
