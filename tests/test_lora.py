@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from aworld_train.core.errors import ConfigError
 from aworld_train.engines.local import lora
-from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.engines.local.display import step_line
+from aworld_train.engines.local.learner import GRPOLearner, build_samples
 from aworld_train.engines.logprob_mismatch import mismatch_warning
 from aworld_train.inputs.config import AlgorithmConfig, LoraConfig, load_config
 from aworld_train.rollout.episodes.single_turn import sample_groups

@@ -30,8 +30,11 @@ def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
     return [(t.get("function") or t).get("name", "") for t in tools or []]
 
 
-def check_options(runtime: RolloutRuntime, tools: list[dict[str, Any]] | None, options: CallOptions) -> None:
-    """CallRefused (400, naming the parameter and the fix) for options this run cannot honour."""
+def check_options(
+    runtime: RolloutRuntime, tools: list[dict[str, Any]] | None, options: CallOptions, agent: str = ""
+) -> None:
+    """CallRefused (400, naming the parameter and the fix) for options this run cannot honour for
+    `agent`'s call."""
     control = runtime.call_control
     if options.tool_choice in ("required", "function"):
         if not tools:
@@ -65,7 +68,7 @@ def check_options(runtime: RolloutRuntime, tools: list[dict[str, Any]] | None, o
             ) from None
     key = grammar_key(runtime, tools, options)
     if key is not None:
-        policy = runtime.policy
+        policy = runtime.router.route(agent)
         if not isinstance(policy, ConstrainedSampling):
             raise CallRefused(
                 f"response_format: this run's policy ({type(policy).__name__}) cannot sample under a JSON "

@@ -75,7 +75,7 @@ class LLMCalls:
         """CallRefused for a call whose text is longer than max_total_tokens could hold even at the
         vocabulary's longest token (413), or whose token ids are outside the vocabulary (400)."""
         if options is not None and prompt is None:
-            check_options(self.runtime, tools, options)
+            check_options(self.runtime, tools, options, self.role(agent).name)
         tokenizer = self.runtime.renderer.tokenizer
         budget = self.settings.max_total_tokens
         if isinstance(prompt, list):
@@ -217,7 +217,7 @@ class LLMCalls:
             seed=None if seed is None else derive_seed(seed, self.traj.num_turns),
             grammar=grammar,
         )
-        gens = await self.generate(prompt_ids, sampling, options)
+        gens = await self.generate(prompt_ids, sampling, options, role)
         self.traj.num_turns += 1
         self.traj.finish_reasons.append(gens[0].finish_reason)
         return gens
@@ -247,9 +247,10 @@ class LLMCalls:
         return replies
 
     async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, options: CallOptions
+        self, prompt_ids: list[int], sampling: SamplingParams, options: CallOptions, role: AgentRole
     ) -> list[Generation]:
-        """`options.n` generations of one prompt (each with its own seed), cut at `options.stop`."""
+        """`options.n` generations of one prompt (each with its own seed) by the policy that serves
+        `role`, cut at `options.stop`."""
         call, since = object(), time.perf_counter()
         self.policy_calls[call] = since  # an agent may call again before an earlier call returned
         samplings = [sampling] + [
@@ -257,7 +258,8 @@ class LLMCalls:
             for k in range(1, options.n)
         ]
         try:
-            gens = await asyncio.gather(*(self.runtime.policy.generate(prompt_ids, s) for s in samplings))
+            policy = self.runtime.router.route(role.name)
+            gens = await asyncio.gather(*(policy.generate(prompt_ids, s) for s in samplings))
         finally:
             del self.policy_calls[call]
             self.policy_s += time.perf_counter() - since

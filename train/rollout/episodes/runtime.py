@@ -8,6 +8,7 @@ from typing import Any
 
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.policies.client import PolicyClient
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.tokens.call_control import CallControl, read_control
 from aworld_train.rollout.tokens.call_format import CallFormat
 from aworld_train.rollout.tokens.chat import ChatRenderer
@@ -16,12 +17,18 @@ from aworld_train.rollout.tokens.frame_derivation import probe_tools
 
 @dataclass
 class RolloutRuntime:
-    policy: PolicyClient
+    policy: PolicyClient  # the run's policy: it serves every agent the router names no other for
     renderer: ChatRenderer
     stop_token_ids: list[int]
     settings: RolloutSettings
     # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
     pool: Any = field(default=None, repr=False, compare=False)
+    agent_policies: dict[str, PolicyClient] = field(default_factory=dict)  # agents served by another
+
+    @property
+    def router(self) -> PolicyRouter:
+        """Which policy serves each agent's calls."""
+        return PolicyRouter(self.policy, self.agent_policies)
 
     @property
     def calls(self) -> CallFormat:
