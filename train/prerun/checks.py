@@ -86,11 +86,28 @@ def chat_template(inputs: RunInputs) -> Check:
     return Check(name, True, report.line())
 
 
+def sampler(inputs: RunInputs) -> Check:
+    """What samples the local backend's rollouts: the trainer's own model, or vLLM's server (whose
+    environment must be there)."""
+    from aworld_train.rollout.policies.vllm_server import vllm_missing, vllm_python
+
+    rollout = inputs.config.rollout
+    if rollout.engine != "vllm":
+        return Check("sampler", True, "transformers: the trainer's own model samples, in its process")
+    missing = vllm_missing()
+    if missing:
+        return Check("sampler", False, f"rollout.engine=vllm: {missing}")
+    return Check(
+        "sampler", True, f"vLLM's server from {vllm_python()}, the weights pushed after every update"
+    )
+
+
 def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> list[Check]:
     """Every check; given `run` (the render about to launch), its env servers are running already."""
     checks = [
         run_folder_writable(inputs.run_dir),
         chat_template(inputs),
+        *([sampler(inputs)] if inputs.config.backend == "local" else []),
         *mcp_servers_answer(inputs, start_servers=run is None),
     ]
     engine_checks = getattr(engine, "checks", None)

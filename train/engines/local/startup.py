@@ -5,6 +5,8 @@ failure streaks that stop a run."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ from aworld_train.rollout.samples.failure_streak import FailureStreak, TrainedSo
 if TYPE_CHECKING:
     from aworld_train.inputs.run import RunInputs
     from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
 
 @dataclass
@@ -27,10 +30,16 @@ class Parts:
     tokenizer: Any
     model: Any
     runner: EpisodeRunner
-    policy: LocalPolicy
+    policy: LocalPolicy | VLLMPolicy
     learner: GRPOLearner
     failures: FailureStreak
     trained: TrainedSoFar
+
+    def close(self) -> None:
+        """What the run started to sample with (vLLM's server), stopped."""
+        close = getattr(self.policy, "close", None)  # a scripted stand-in may have none
+        if close is not None:
+            close()
 
 
 def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any, Any, Any]:
@@ -60,12 +69,52 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
     return tokenizer, model, reference
 
 
+def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
+    """vLLM's server on the trainer's own weights (a resumed run's included), sampling for `runner`
+    (rollout.engine: vllm). Its model folder is written from the model that trains (a LoRA run's
+    base is the run's model, its adapters pushed beside it), in memory where there is /dev/shm."""
+    from aworld_train.rollout.policies.models import resolve_model_path
+    from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
+    from aworld_train.rollout.policies.vllm_server import VLLMServer
+    from aworld_train.rollout.policies.vllm_weights import write_model_folder
+
+    cfg = inputs.config
+    shm = Path("/dev/shm")
+    folder = Path(tempfile.mkdtemp(prefix="aworld-train-vllm-", dir=shm if shm.is_dir() else None))
+    original = str(resolve_model_path(cfg.model))
+    try:
+        served = original if cfg.algorithm.lora else str(write_model_folder(model, folder))
+        server = VLLMServer(
+            served,
+            original,
+            inputs.run_dir / "vllm.log",
+            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+            max_model_len=cfg.rollout.max_total_tokens,
+            seed=cfg.trainer.seed,
+            kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
+            lora_rank=cfg.algorithm.lora.rank if cfg.algorithm.lora else None,
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    console.print(
+        f"sampler: vLLM's server at {server.url}, ready in {server.started_s:.0f}s (log {server.log_path})"
+    )
+    return VLLMPolicy(
+        server, model, tokenizer, runner.stop_token_ids, folder, lora=cfg.algorithm.lora is not None
+    )
+
+
 def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
     cfg = inputs.config
     tokenizer, model, reference = load_trained_model(inputs, checkpoint)
-    runner, policy = local_runner(
-        inputs.spec, cfg.model, cfg.rollout, inputs.reward, model=model, tokenizer=tokenizer
-    )
+    if cfg.rollout.engine == "vllm":
+        runner = EpisodeRunner(inputs.spec, tokenizer, cfg.rollout, inputs.reward)
+        policy = vllm_sampler(inputs, runner, model, tokenizer)
+    else:
+        runner, policy = local_runner(
+            inputs.spec, cfg.model, cfg.rollout, inputs.reward, model=model, tokenizer=tokenizer
+        )
     learner = GRPOLearner(
         model,
         cfg.algorithm,

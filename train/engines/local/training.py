@@ -204,6 +204,7 @@ class LocalTraining:
         finally:
             self.sampler.stop_stream()
             self.runner.close()  # the rollout worker processes, if any
+            self.parts.close()  # vLLM's server, if it samples
             # a full disk must not hide the error that stopped the run behind these writes
             with contextlib.suppress(OSError):
                 record.curve = self.folder.plot_reward_curve()

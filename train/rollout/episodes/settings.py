@@ -69,6 +69,15 @@ class RolloutSettings(BaseModel):
         description="processes that run episodes (AWorld's loop is CPU-bound per process); "
         "the policy stays in the main process (local backend and eval)",
     )
+    engine: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="what samples the local backend's rollouts: transformers (the trainer's own model, in "
+        "its process) or vllm (vLLM's own engine in a server process of its own, make setup-vllm; the "
+        "trainer's weights pushed to it after every update; verl: actor_rollout_ref.rollout.name)",
+    )
+    vllm_kv_cache_gib: float = Field(
+        2.0, gt=0, description="rollout.engine vllm: vLLM's key/value cache (VLLM_CPU_KVCACHE_SPACE)"
+    )
     max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
     prefix_cache_mb: float = Field(
         256,

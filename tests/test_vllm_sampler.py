@@ -1,0 +1,119 @@
+"""vLLM samples every rollout token of a local GRPO run (`rollout.engine: vllm`): its own engine, in a
+server of its own from `make setup-vllm`'s environment, the trainer's weights pushed to it after
+every update (full weights through `reload_weights`; a LoRA run's adapter through vLLM's own
+adapters).
+
+Each run trains two steps on the embedded model in float32, saving after each. Step 1's tokens are
+version 0 and the learner recomputes their logprobs within rounding; step 2's tokens are version 1,
+and the model saved after step 1 gives their recorded logprobs within rounding while the weights
+before it do not: the update reached the sampler.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from aworld_train import AgentTrainer
+from aworld_train.inputs.config import load_config
+from aworld_train.rollout.policies.models import load_model
+from aworld_train.rollout.policies.vllm_server import vllm_missing
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "examples" / "calculator" / "grpo_local.yaml"
+
+if (missing := vllm_missing()) is not None:
+    if os.environ.get("CI"):
+        raise RuntimeError(f"CI runs vLLM's sampler: {missing}")
+    pytest.skip(missing, allow_module_level=True)
+
+pytestmark = pytest.mark.model
+
+
+def sampled(run: Path, step: int) -> list[tuple[list[int], int, float, int]]:
+    """Step `step`'s sampled tokens: (the ids before it and it, its position, recorded logprob, version)."""
+    out = []
+    for part in sorted((run / "tokens" / f"step_{step:06d}").glob("part-*.parquet")):
+        for row in pq.read_table(part).to_pylist():
+            for seg in row["segments"]:
+                ids = seg["prompt_ids"] + seg["response_ids"]
+                positions = [len(seg["prompt_ids"]) + k for k, m in enumerate(seg["response_mask"]) if m]
+                for at, lp, version in zip(positions, seg["sampled_logprobs"], seg["versions"], strict=True):
+                    out.append((ids, at, lp, version))
+    return out
+
+
+def worst_gap(model, tokens, temperature: float) -> float:
+    """The largest difference between a token's recorded logprob and `model`'s at that position."""
+    worst, cache = 0.0, {}
+    for ids, at, recorded, _ in tokens:
+        key = tuple(ids)
+        if key not in cache:
+            with torch.no_grad():
+                logits = model(torch.tensor([ids])).logits[0].float()
+            cache[key] = torch.log_softmax(logits / temperature, -1)
+        worst = max(worst, abs(float(cache[key][at - 1, ids[at]]) - recorded))
+    return worst
+
+
+def train_two_steps(tmp_path: Path, *overrides: str):
+    run = tmp_path / "run"
+    config = load_config(
+        DEMO,
+        [
+            "rollout.engine=vllm",
+            "trainer.steps=2",
+            "trainer.save_every=1",
+            "trainer.eval_before=false",
+            "trainer.eval_after=false",
+            "algorithm.group_size=2",
+            "data.batch_size=2",
+            # a reward that differs within every group, so each step's update changes the weights
+            "reward.fn=reward_fixtures:text_length",
+            f"trainer.run_dir={run}",
+            *overrides,
+        ],
+    )
+    summary = AgentTrainer(config=config).train()
+    assert summary["steps"] == 2
+    return run, config
+
+
+@pytest.fixture
+def float32(monkeypatch):
+    monkeypatch.setenv("AWORLD_TRAIN_DTYPE", "float32")
+
+
+@pytest.mark.parametrize("kind", ["full", pytest.param("lora", id="lora-through-vllm-adapters")])
+def test_vllm_samples_each_step_with_the_weights_the_last_update_pushed(kind, tmp_path, float32):
+    lora = (
+        ["algorithm.lora={rank: 8, alpha: 16}", "algorithm.lr=1e-3"]
+        if kind == "lora"
+        else ["algorithm.lr=1e-4"]
+    )
+    run, config = train_two_steps(tmp_path, *lora)
+    temperature = config.rollout.temperature
+    assert "vLLM" in (run / "vllm.log").read_text() or (run / "vllm.log").stat().st_size > 0
+    first, second = sampled(run, 1), sampled(run, 2)
+    assert first and second
+    assert {v for *_, v in first} == {0} and {v for *_, v in second} == {1}
+    if kind == "lora":
+        from peft import PeftModel
+
+        base = load_model(config.model, dtype=torch.float32)
+        before = base
+        after = PeftModel.from_pretrained(
+            load_model(config.model, dtype=torch.float32), str(run / "checkpoints/step_000001/adapter")
+        )
+    else:
+        before = load_model(config.model, dtype=torch.float32)
+        after = load_model(str(run / "checkpoints/step_000001"), dtype=torch.float32)
+    # step 1: vLLM's logprobs are the starting weights' own
+    assert worst_gap(before, first, temperature) < 1e-3
+    # step 2: sampled by the weights step 1 trained, which vLLM had been given; not by the old ones
+    assert worst_gap(after, second, temperature) < 1e-3
+    assert worst_gap(before, second, temperature) > 1e-3

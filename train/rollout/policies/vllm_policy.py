@@ -1,0 +1,138 @@
+"""vLLM as the local backend's sampler (`rollout.engine: vllm`): every rollout token sampled by
+vLLM's own engine, in a server process of its own (`vllm_server.py`), while the trainer's model
+learns in this one.
+
+Sampling goes through the server's completions endpoint with the ledger's token ids
+(`CompletionsPolicy`): the sampled ids and their logprobs come back as vLLM sampled them, and the
+learner recomputes those logprobs beside them (the step's logprob mismatch). Learning does not stop
+sampling: the learner's update runs while episodes go on sampling from the weights before it (the
+update's `weights_update` holds nothing until it ends). Then the new weights are pushed: calls
+already sampling finish first, new ones wait, the trainer's weights are written to a folder and the
+server reloads them (`reload_weights`), and the version every later token is stamped with moves
+on. No call is ever sampled by two weight versions. A LoRA run pushes its adapter alone, loaded
+beside the base the server holds (vLLM's own adapters, one `policy-vN` per version, the last one
+unloaded), never the merged weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.completions import CompletionsPolicy
+from aworld_train.rollout.policies.vllm_server import SERVED_NAME, VLLMServer
+from aworld_train.rollout.policies.vllm_weights import write_weights
+
+_WAIT_S = 0.005
+
+
+class VLLMPolicy(CompletionsPolicy):
+    """Samples with `server`; after each update pushes the weights of `model` (the one the learner trains) to it."""
+
+    def __init__(
+        self,
+        server: VLLMServer,
+        model,
+        tokenizer,
+        stop_token_ids: list[int],
+        weights_dir: Path,
+        lora: bool = False,
+    ) -> None:
+        super().__init__(f"{server.url}/v1", SERVED_NAME, stop_token_ids)
+        self.lora = lora  # the trained model is a peft adapter on the base vLLM holds
+        self.server, self.trained, self.tokenizer = server, model, tokenizer
+        self.stop_token_ids = list(stop_token_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
+        self.version = 0  # stamped on every sampled token; moves on after each push
+        self.lock = threading.Lock()  # held while the trainer's weights are read (a push, a save)
+        self._guard = threading.Lock()  # the counts below
+        self._sampling = 0  # calls being sampled now
+        self._pushing = False  # a push waits for them, and new calls wait for it
+        self._push_dir = weights_dir  # the server's model folder (vllm_weights.py), or the adapters'
+        self.pushes: list[float] = []  # seconds each push took (write and reload)
+        if lora:  # from the first call on, every token comes through the adapter, as the learner's do
+            self._push_adapter(0)
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        while True:
+            with self._guard:
+                if not self._pushing:
+                    self._sampling += 1
+                    version = self.version
+                    break
+            await asyncio.sleep(_WAIT_S)
+        try:
+            gen = await super().generate(prompt_ids, sampling)
+        finally:
+            with self._guard:
+                self._sampling -= 1
+        gen.versions = [version] * len(gen.token_ids)
+        return gen
+
+    def body(self, prompt_ids: list[int], sampling: SamplingParams) -> dict[str, Any]:
+        if sampling.grammar is not None:
+            raise ValueError("rollout.engine vllm samples no grammar (response_format) yet")
+        return super().body(prompt_ids, sampling)
+
+    @property
+    def weights_update(self) -> _PushAfter:
+        """What the learner holds while it updates: sampling goes on meanwhile; the new weights are
+        pushed at its end (none where it raised)."""
+        return _PushAfter(self)
+
+    def push(self) -> None:
+        """The trainer's weights into the server, once no call is sampling: the next version."""
+        started = time.monotonic()
+        with self._guard:
+            self._pushing = True
+        try:
+            while True:
+                with self._guard:
+                    if not self._sampling:
+                        break
+                time.sleep(_WAIT_S)
+            if self.lora:
+                self._push_adapter(self.version + 1)
+            else:
+                with self.lock:
+                    write_weights(self.trained, self._push_dir)
+                self.server.reload_weights(self._push_dir)
+            self.version += 1
+        finally:
+            with self._guard:
+                self._pushing = False
+        self.pushes.append(time.monotonic() - started)
+
+    def _push_adapter(self, version: int) -> None:
+        """The trained adapter served as `policy-v<version>`, which later calls name; the one before
+        it unloaded."""
+        folder = self._push_dir / f"v{version}"
+        with self.lock:
+            self.trained.save_pretrained(folder)
+        name, previous = f"{SERVED_NAME}-v{version}", self.model
+        self.server.load_adapter(name, folder)
+        self.model = name
+        if previous != SERVED_NAME:
+            self.server.unload_adapter(previous)
+            shutil.rmtree(self._push_dir / f"v{version - 1}", ignore_errors=True)
+
+    def close(self) -> None:
+        self.server.stop()
+        shutil.rmtree(self._push_dir, ignore_errors=True)
+
+
+class _PushAfter:
+    def __init__(self, policy: VLLMPolicy) -> None:
+        self.policy = policy
+
+    def __enter__(self) -> _PushAfter:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.policy.push()
