@@ -37,7 +37,7 @@ class RolloutSettings(BaseModel):
         description="the tool-call format to parse: auto (the chat template family's parser where it reads the "
         "template's own calls, else the parser derived from the template), template (the derived parser), or a "
         "parser's name (hermes, hermes_lenient, llama3_json, qwen3_coder, glm45, mistral, deepseek, kimi_k2, "
-        "harmony, granite)",
+        "harmony, granite, pythonic)",
     )
     tool_block: Literal["auto", "never"] = Field(
         "auto", description="add the tool list to the system turn when the chat template ignores tools="

@@ -14,13 +14,21 @@ are never re-tokenised.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from aworld_train.rollout.tokens.call_format import CallFormat, resolve
 from aworld_train.rollout.tokens.families import detect_family
 from aworld_train.rollout.tokens.frame_derivation import probe_tools
-from aworld_train.rollout.tokens.tool_block import tool_block
-from aworld_train.rollout.tokens.tool_parser import AUTO, ParsedCall, get_parser
+from aworld_train.rollout.tokens.tool_block import example_call, example_call_text, tool_block
+from aworld_train.rollout.tokens.tool_parser import (
+    AUTO,
+    TEMPLATE,
+    ParsedCall,
+    ToolParser,
+    get_parser,
+    parser_names,
+)
 
 Message = dict[str, Any]
 
@@ -35,6 +43,23 @@ _STAND_IN_TEXT = tuple(_STAND_IN.values())
 _PROBE_TOOL = {
     "type": "function",
     "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},
+}
+# a tool as agents send them, typed parameters and all: a template that reads
+# `parameters.properties` raises on the bare probe above, which says nothing of its tool support
+_TYPED_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "zz_probe_tool",
+        "description": "Look a city up",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "its name"},
+                "days": {"type": "integer"},
+            },
+            "required": ["city"],
+        },
+    },
 }
 _PROBE_RESULT = "ZZ_PROBE_RESULT"
 
@@ -97,6 +122,7 @@ class ChatRenderer:
         self.tool_results_as_user = tool_results_as_user
         self.family = detect_family(self.template_text)
         self._calls: CallFormat | None = None
+        self._writing: ToolParser | None = None  # while a named parser's format is resolved
         self._formats: dict[str, CallFormat] = {}  # by rollout.tool_parser setting
         # what the probes below assume while they run
         self.system_role, self.renders_calls, self.add_tool_block, self.wrap_results = (
@@ -106,6 +132,7 @@ class ChatRenderer:
             False,
         )
         self.system_role = self._probe_system_role()
+        self._probe_tools = [_PROBE_TOOL]
         self.supports_tools = self._detect_tool_support()
         self.renders_calls = self._probe_renders_calls()
         # 'never': the agent's own prompt (e.g. few-shot turns) shows the tools instead
@@ -157,8 +184,10 @@ class ChatRenderer:
         history = [{"role": "user", "content": "zqhi"}]
         tools = probe_tools()
         held, self._calls = self._calls, _RESOLVING  # the probes render with the family's tool block
+        # a named parser's own format is what history shows where the template writes no calls
+        self._writing = None if setting in (AUTO, TEMPLATE) else get_parser(setting)
         try:
-            return resolve(
+            calls = resolve(
                 lambda message: self.turn_text(history, message, tools),
                 self._probe_call_id,
                 # the family's parser; where the template writes no calls, the format in the prompt is ours
@@ -166,7 +195,42 @@ class ChatRenderer:
                 setting,
             )
         finally:
-            self._calls = held
+            self._calls, self._writing = held, None
+        problem = calls.problem or self._taught_format_problem(calls, setting)
+        return replace(calls, problem=problem) if problem != calls.problem else calls
+
+    def _taught_format_problem(self, calls: CallFormat, setting: str) -> str | None:
+        """Why the run's parser would not read the calls the model is taught to write, or None.
+
+        A template that shows the tools but writes no assistant call leaves the format to the model:
+        only a family whose format is known here says which. Where our tool block shows the format,
+        the parser must read the block's own example call."""
+        if setting == AUTO and self.supports_tools and not self.renders_calls and not self.family.markers:
+            return (
+                "the chat template lists the tools but writes no assistant tool call, so the format its "
+                "model calls in is not known here (reading it as hermes would take every call for an "
+                "answer). Fix: set rollout.tool_parser to the model's own format "
+                f"({', '.join(parser_names())}), or give the model folder a chat template that writes calls"
+            )
+        if not self.add_tool_block or calls.parser is None:
+            return None
+        call = example_call(probe_tools())
+        shown = example_call_text(call, self.family.tool_prompt, self._block_writer(calls))
+        read = calls.parser.parse(shown, probe_tools())
+        if [(c.name, c.arguments) for c in read.calls] != [(call.name, call.arguments)]:
+            return (
+                f"our tool block shows a call as {shown!r}, which the parser {calls.name} does not read back "
+                f"({[(c.name, c.arguments) for c in read.calls] or read.errors or 'no call'}). Fix: set "
+                "rollout.tool_parser to the format the block shows, or rollout.tool_block: never with "
+                "few-shot turns in the model's own format"
+            )
+        return None
+
+    def _block_writer(self, calls: CallFormat):
+        """What writes the tool block's example call: the run's parser, so that the block teaches
+        the format it reads; None where that is the block's own style (hermes tags, DeepSeek's tokens)."""
+        own_style = "deepseek" if self.family.tool_prompt == "deepseek" else "hermes"
+        return None if calls.parser is None or calls.name == own_style else calls.parser
 
     def _probe_call_id(self, name: str, index: int) -> str:
         """A probe call's id, in the form the family's template accepts (9 alphanumerics where it
@@ -196,11 +260,17 @@ class ChatRenderer:
         return "zz_probe_system" in text
 
     def _detect_tool_support(self) -> bool:
+        """Does the template show the tools it is given? Asked with a typed tool and a bare one
+        (templates raise on one or the other); only a template that shows neither ignores tools."""
         probe = self._prepare([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
-        try:
-            return "zz_probe_tool" in self._apply(probe, tools=[_PROBE_TOOL])
-        except Exception:
-            return False
+        for tool in (_TYPED_PROBE_TOOL, _PROBE_TOOL):
+            try:
+                if "zz_probe_tool" in self._apply(probe, tools=[tool]):
+                    self._probe_tools = [tool]  # what the later probes give the template
+                    return True
+            except Exception:
+                continue
+        return False
 
     def _probe_call(self) -> Message:
         call_id = self.family.call_id(ParsedCall("zz_probe_call", {}), 0, 0, set())
@@ -210,7 +280,9 @@ class ChatRenderer:
     def _probe_renders_calls(self) -> bool:
         probe = self._prepare([{"role": "user", "content": "hi"}, self._probe_call()])
         try:
-            return "zz_probe_call" in self._apply(probe, tools=[_PROBE_TOOL] if self.supports_tools else None)
+            return "zz_probe_call" in self._apply(
+                probe, tools=self._probe_tools if self.supports_tools else None
+            )
         except Exception:
             return False
 
@@ -226,7 +298,7 @@ class ChatRenderer:
         try:
             text = self._apply(
                 self._prepare(messages),
-                tools=[_PROBE_TOOL] if self.supports_tools else None,
+                tools=self._probe_tools if self.supports_tools else None,
                 add_generation_prompt=True,
             )
         except Exception as exc:
@@ -267,12 +339,14 @@ class ChatRenderer:
 
     # -- message preparation ----------------------------------------------
     def call_text(self, calls: list[dict[str, Any]]) -> str:
-        """Assistant tool calls as the family writes them, for templates that do not render them."""
+        """Assistant tool calls as the model writes them, for templates that do not render them: in
+        the format the run reads (the family's while that is being resolved)."""
         parsed = [
             ParsedCall(c["function"]["name"], _dict_arguments(c["function"].get("arguments")), c.get("id"))
             for c in calls
         ]
-        return get_parser(self.family.parser).format("", parsed)
+        writer = self.calls.parser or self._writing or get_parser(self.family.parser)
+        return writer.format("", parsed)
 
     def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
         out: list[Message] = []
@@ -306,8 +380,7 @@ class ChatRenderer:
         if tools and self.add_tool_block:
             calls = self.calls
             # a template that writes calls in a format of its own is shown a call in that format
-            own = calls.parser if calls.how != "rollout.tool_parser" and calls.name == "template" else None
-            block = tool_block(tools, self.family.tool_prompt, own)
+            block = tool_block(tools, self.family.tool_prompt, self._block_writer(calls))
             if out and out[0]["role"] == "system":
                 out[0] = {**out[0], "content": out[0]["content"] + block}
             else:

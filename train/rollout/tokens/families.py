@@ -113,6 +113,15 @@ FAMILIES: tuple[ChatFamily, ...] = (
         examples=("ibm-granite-granite-3.3-2B-Instruct",),
     ),
     ChatFamily(
+        # LFM2's templates list the tools but write no assistant call (LFM2.5-8B's writes them):
+        # its models call as a Python list between <|tool_call_start|> and <|tool_call_end|>
+        "lfm2",
+        "pythonic",
+        markers=("List of tools: ",),
+        turn_ends=("<|im_end|>",),
+        examples=("LFM2-8B-A1B", "LFM2.5-Instruct", "LFM2.5-8B-A1B"),
+    ),
+    ChatFamily(
         "llama-3",
         "llama3_json",
         markers=("<|eot_id|>", "ipython"),

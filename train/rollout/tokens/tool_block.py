@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from aworld_train.rollout.tokens.parsers.base import ParsedCall, ToolParser
+from aworld_train.rollout.tokens.tool_parser import get_parser
 
 
 def tool_call_text(name: str, arguments: Any) -> str:
@@ -39,25 +40,36 @@ def _example_value(schema: dict[str, Any]) -> Any:
     return "..."
 
 
-def tool_block(tools: list[dict[str, Any]], style: str = "hermes", writer: ToolParser | None = None) -> str:
-    """The tool section we add to the system turn for templates that ignore `tools=`: hermes
-    tags, the family's own call tokens where it has them (DeepSeek), or, with `writer`, a call
-    written as `writer` writes it (the template's own format)."""
-    if style == "deepseek":
-        return deepseek_tool_block(tools)
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+def example_call(tools: list[dict[str, Any]]) -> ParsedCall:
+    """The call a tool block shows: the first tool, with a placeholder for each required argument."""
     first = tools[0].get("function", tools[0])
     params = first.get("parameters", {}) or {}
     props = params.get("properties", {}) or {}
     required = params.get("required", list(props))
-    example_args = {k: _example_value(props.get(k, {})) for k in required}
-    name = first.get("name", "tool")
+    return ParsedCall(first.get("name", "tool"), {k: _example_value(props.get(k, {})) for k in required})
+
+
+def example_call_text(call: ParsedCall, style: str = "hermes", writer: ToolParser | None = None) -> str:
+    """`call` as a tool block of `style` (or `writer`) writes it: what the model is shown to write."""
+    if writer is not None:
+        return writer.format("", [call])
+    if style == "deepseek":
+        return get_parser("deepseek").format("", [call])
+    return tool_call_text(call.name, call.arguments)
+
+
+def tool_block(tools: list[dict[str, Any]], style: str = "hermes", writer: ToolParser | None = None) -> str:
+    """The tool section we add to the system turn for templates that ignore `tools=`: with
+    `writer`, a call written as `writer` writes it (the format the run's parser reads); else hermes
+    tags, or the family's own call tokens where it has them (DeepSeek)."""
+    if style == "deepseek" and writer is None:
+        return deepseek_tool_block(tools)
+    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    example = example_call_text(example_call(tools), style, writer)
     if writer is not None:
         how = "To call one, write the call exactly in this form and nothing after it, for example:\n"
-        example = writer.format("", [ParsedCall(name, example_args)])
     else:
         how = "To call one, reply with a JSON object inside <tool_call></tool_call> tags and nothing after it, for example:\n"
-        example = tool_call_text(name, example_args)
     return (
         "\n\n# Tools\n\nYou can call these functions. Their JSON signatures:\n<tools>\n"
         f"{specs}\n</tools>\n\n"

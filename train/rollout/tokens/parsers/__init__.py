@@ -10,5 +10,6 @@ from aworld_train.rollout.tokens.parsers import (  # noqa: F401
     kimi,
     llama3,
     mistral,
+    pythonic,
     qwen3_coder,
 )
