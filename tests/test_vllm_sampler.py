@@ -68,6 +68,7 @@ def train_two_steps(tmp_path: Path, *overrides: str):
             "rollout.engine=vllm",
             "trainer.steps=2",
             "trainer.save_every=1",
+            "trainer.save_total_limit=null",  # step 1's checkpoint is read below
             "trainer.eval_before=false",
             "trainer.eval_after=false",
             "algorithm.group_size=2",

@@ -28,8 +28,8 @@ def local_config(
     agent: str = "aworld_train.agents.calculator:build_agent",
     **sections: dict[str, Any],
 ) -> dict[str, Any]:
-    """A few-second local run: 2 tasks x 2 samples a step, a checkpoint after every step, no
-    evaluation; `sections` update the config's sections."""
+    """A few-second local run: 2 tasks x 2 samples a step, a checkpoint after every step (all of
+    them kept, for the tests to look at), no evaluation; `sections` update the config's sections."""
     config: dict[str, Any] = {
         "model": str(model_dir),
         "agent": agent,
@@ -40,6 +40,7 @@ def local_config(
         "trainer": {
             "steps": steps,
             "save_every": 1,
+            "save_total_limit": None,
             "eval_every": 0,
             "eval_before": False,
             "eval_after": False,

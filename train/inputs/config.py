@@ -201,6 +201,14 @@ class TrainerConfig(_Section):
     )
     eval_every: int = Field(5, ge=0)
     save_every: int = Field(10, ge=0)
+    save_total_limit: int | None = Field(
+        1,
+        ge=1,
+        description="checkpoints a run keeps (Hugging Face's save_total_limit): the last N, and the one "
+        "with the best held-out accuracy where an evaluation ran at a checkpoint's step; older ones are "
+        "removed after each save, and --resume continues from the last. null keeps every checkpoint "
+        "(verl: trainer.max_actor_ckpt_to_keep)",
+    )
     run_dir: str = "runs/default"
     ray_address: str | None = Field(
         None,

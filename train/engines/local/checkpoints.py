@@ -1,8 +1,10 @@
 """A local run's checkpoints: each written whole or not at all, holding the weights (or a LoRA
-run's adapter, and at the end its merged model too), the tokenizer and the trainer's state."""
+run's adapter, and at the end its merged model too), the tokenizer and the trainer's state; the
+run keeps the last `trainer.save_total_limit` of them and its best."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,3 +55,27 @@ def save_checkpoint(
             raise disk_error(exc, f"saving checkpoint {path}", folder) from exc
         raise
     return path
+
+
+def best_checkpoint_step(folder: RunFolder, steps: set[int]) -> int | None:
+    """Of `steps` (the run's whole checkpoints), the one whose held-out accuracy, evaluated at
+    that step, is the highest (the later on a tie); None where none was evaluated."""
+    scored = [(row.get("accuracy"), row["step"]) for row in folder.history("eval") if row["step"] in steps]
+    scored = [(accuracy, step) for accuracy, step in scored if accuracy is not None]
+    return max(scored)[1] if scored else None
+
+
+def prune_checkpoints(folder: RunFolder, keep_last: int | None) -> list[Path]:
+    """Remove the whole checkpoints beyond the last `keep_last` and the best one; those removed.
+    Checkpoints cut short are left to the resume that passes over them."""
+    if keep_last is None:
+        return []
+    whole = [(step, path) for step, path, problem in folder.checkpoints() if problem is None]  # latest first
+    kept = {step for step, _ in whole[:keep_last]}
+    best = best_checkpoint_step(folder, {step for step, _ in whole})
+    if best is not None:
+        kept.add(best)
+    removed = [path for step, path in whole if step not in kept]
+    for path in removed:
+        shutil.rmtree(path)
+    return removed

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import aworld_train.engines.local.lora as lora
 from aworld_train.core.atomic_files import write_text
 from aworld_train.core.errors import RunCannotLearn, RunStoppedByDisk
-from aworld_train.engines.local.checkpoints import save_checkpoint
+from aworld_train.engines.local.checkpoints import prune_checkpoints, save_checkpoint
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.display import StepDisplay, console, show_done
 from aworld_train.engines.local.learner import build_samples
@@ -94,7 +94,10 @@ class LocalTraining:
         return report
 
     def save(self, step: int, final: bool = False) -> Path:
-        return save_checkpoint(self.cfg, self.folder, self.parts, step, final)
+        """The checkpoint of `step`; then only the last `trainer.save_total_limit` and the best stay."""
+        path = save_checkpoint(self.cfg, self.folder, self.parts, step, final)
+        prune_checkpoints(self.folder, self.cfg.trainer.save_total_limit)
+        return path
 
     def train_step(self, step: int) -> dict[str, Any]:
         """Step `step`: sample its episodes, score them into GRPO samples, learn, record."""

