@@ -60,7 +60,9 @@ def transformers_rate(policy: LocalPolicy, batch: list[list[int]], new_tokens: i
 
 def vllm_rate(policy: VLLMPolicy, batch: list[list[int]], new_tokens: int, repeats: int) -> float:
     async def once(r: int) -> int:
-        gens = await asyncio.gather(*(policy.generate(p, sampling(new_tokens, r * 1000 + i)) for i, p in enumerate(batch)))
+        gens = await asyncio.gather(
+            *(policy.generate(p, sampling(new_tokens, r * 1000 + i)) for i, p in enumerate(batch))
+        )
         return sum(len(g.token_ids) for g in gens)
 
     best = 0.0
@@ -72,7 +74,9 @@ def vllm_rate(policy: VLLMPolicy, batch: list[list[int]], new_tokens: int, repea
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
@@ -85,14 +89,22 @@ def main() -> None:
     stops = stop_token_ids(tokenizer)
     model = load_model(MODEL, dtype=dtype).eval()
     local = LocalPolicy(model, tokenizer, stops, max_batch_size=max(args.batches))
-    folder = Path(tempfile.mkdtemp(prefix="bench-vllm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    folder = Path(
+        tempfile.mkdtemp(prefix="bench-vllm-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
+    )
     log = folder / "vllm.log"
     server = VLLMServer(
-        str(write_model_folder(model, folder / "model")), str(resolve_model_path(MODEL)), log, args.dtype, 4096
+        str(write_model_folder(model, folder / "model")),
+        str(resolve_model_path(MODEL)),
+        log,
+        args.dtype,
+        4096,
     )
     vllm = VLLMPolicy(server, model, tokenizer, stops, folder / "model")
     try:
-        print(f"vLLM's server ready in {server.started_s:.1f}s; {args.dtype}, {args.new_tokens} new tokens a prompt")
+        print(
+            f"vLLM's server ready in {server.started_s:.1f}s; {args.dtype}, {args.new_tokens} new tokens a prompt"
+        )
         print("| prompts at once | transformers tokens/s | vLLM tokens/s | vLLM / transformers |")
         print("|---|---|---|---|")
         for n in args.batches:
@@ -104,7 +116,9 @@ def main() -> None:
             with vllm.weights_update:
                 pass  # an update that changed nothing still pushes: the push's own time
         pushes = ", ".join(f"{s:.2f}" for s in vllm.pushes)
-        print(f"weight push (write + reload, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M weights): {pushes} s")
+        print(
+            f"weight push (write + reload, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M weights): {pushes} s"
+        )
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
