@@ -62,7 +62,7 @@ def sampled_step(policy, tokenizer, args, step: int) -> list:
     token, so every completion has that length), scored by the half-vocabulary reward."""
     import asyncio
 
-    from aworld_train.engines.local.learner import build_samples
+    from aworld_train.engines.local.samples import build_samples
     from aworld_train.rollout.episodes.single_turn import sample_groups
     from aworld_train.rollout.policies.client import SamplingParams
 

@@ -171,4 +171,7 @@ def test_one_grpo_step_of_each_framework_keeps_the_policys_own_tokens(tmp_path, 
         assert len(statuses) == 4 and set(statuses) <= OWN_ENDINGS, (framework, statuses)
         assert recorded, framework
         worst = max(abs(a - b) for a, b in zip(recorded, recomputed, strict=True))
+        print(
+            f"{framework}: statuses {sorted(statuses)}, {len(recorded)} sampled tokens, worst gap {worst:.1e}"
+        )
         assert worst < 1e-3, (framework, worst)

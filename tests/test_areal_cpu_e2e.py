@@ -2,9 +2,9 @@
 examples/calculator/grpo_areal_cpu.yaml, in the AReaL environment, launches AReaL's
 single-controller PPOTrainer through our entry point (FSDP actor on AReaL's CPU platform and
 gloo, its rollout workers running our AWorldWorkflow against the real calculator MCP server, our
-policy server in SGLang's place) for 3 GRPO steps, off-policy: `rollout.max_head_offpolicyness: 2`
+policy server in SGLang's place) for 3 GRPO steps, off-policy: `algorithm.max_staleness: 2` (AReaL's `rollout.max_head_offpolicyness`)
 lets AReaL sample up to two versions ahead of the weights it trains; with LoRA
-(`actor.use_lora`): the actor trains an adapter, which our server loads after each update and
+(`algorithm.lora`, AReaL's `actor.use_lora`): the actor trains an adapter, which our server loads after each update and
 samples from on its base. One run, shared by every assertion; a few minutes on 2 cores, hence
 `slow`; it runs last (tests/early_runs.py).
 
@@ -27,19 +27,19 @@ from aworld_train.rollout.samples.codec import group_advantages
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 
 FAILING = {"id": "train-fails", "prompt": "What is 1 + 1?", "ground_truth": -1, "data_source": "calculator"}
-OFF_POLICY = ("trainer.steps=3", "areal.rollout.max_head_offpolicyness=2")
+# the facade's staleness bound: AReaL's rollout.max_head_offpolicyness, with its decoupled loss
+OFF_POLICY = ("trainer.steps=3", "algorithm.max_staleness=2")
 # an adapter of rank 8 on every linear layer, at a LoRA learning rate (an adapter starts at zero);
 # every step's adapter saved (small), for the test to recompute what each version sampled, and no
 # recover checkpoint (the base and optimizer state: seconds a step) within the 3 steps
 LORA = (
-    "areal.actor.use_lora=true",
-    "areal.actor.lora_rank=8",
-    "areal.actor.lora_alpha=16",
+    "algorithm.lora={rank: 8, alpha: 16}",  # the facade's key: AReaL's actor.use_lora, lora_rank, lora_alpha
     "algorithm.lr=1e-3",
     "trainer.save_every=1",
     "areal.recover.freq_steps=100",
 )
 STEPS = [0, 1, 2]  # AReaL counts its steps from 0
+IMPORTANCE_CAP = 2.0  # algorithm.importance_cap's default: AReaL's actor.rejection_sampling.upper
 # the logprob mismatch of a float32 rollout and trainer on the same weights (a full-weight run's:
 # the server's logprobs against a fresh forward, tests/areal_env/test_areal_cpu_server.py)
 FLOAT32_MISMATCH = 1e-4
@@ -209,16 +209,18 @@ def test_the_policy_server_serves_each_update(run):
 def test_off_policy_steps_train_tokens_of_older_weights_within_the_bound(run):
     """AReaL's own staleness stats, computed from the `versions` our rows carry: the first step trains
     tokens of its own weights, later ones tokens sampled while earlier steps trained, never more than
-    max_head_offpolicyness (2) versions old. Where the tokens are the trained weights' own, the
-    actor's forward gives the logprobs the server sampled with (ratios of 1); where they are older,
-    the ratio to the behaviour logprobs we recorded moves away from 1."""
+    max_staleness (2) versions old. The facade's bound brings the decoupled loss: where the tokens
+    are the trained weights' own, the proximal policy (recomputed) gives the logprobs the server
+    sampled with (behaviour importance weights of 1); where they are older, the weight of the
+    proximal over the behaviour logprobs we recorded moves away from 1, clamped at importance_cap."""
     stats = run["stats"]
     staleness = stats["ppo_actor/update/version_stats/sample_staleness_theta_max"]
     oldest = stats["ppo_actor/update/version_stats/sample_staleness_theta_min"]
     assert staleness[0] == 0 and max(staleness.values()) >= 1 and max(staleness.values()) <= 2
     for step in STEPS:
-        highest = stats["ppo_actor/update/importance_weight/max"][step]
-        lowest = stats["ppo_actor/update/importance_weight/min"][step]
+        highest = stats["ppo_actor/update/behave_imp_weight/max"][step]
+        lowest = stats["ppo_actor/update/behave_imp_weight/min"][step]
+        assert highest <= IMPORTANCE_CAP
         if staleness[step] == 0:
             assert abs(highest - 1) < 1e-3 and abs(lowest - 1) < 1e-3
         if oldest[step] >= 1:  # every token stale

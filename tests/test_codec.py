@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from aworld_train.engines.local.learner import build_samples
+from aworld_train.engines.local.samples import build_samples
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.samples.codec import (
     TASK_FIELD,

@@ -20,7 +20,7 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
 
 def local_samples(trainer, tokenizer) -> list[dict]:
-    from aworld_train.engines.local.learner import build_samples
+    from aworld_train.engines.local.samples import build_samples
     from aworld_train.engines.local.step_metrics import episode_notes
     from aworld_train.rollout.episodes.batch import run_episodes
     from aworld_train.rollout.episodes.runtime import RolloutRuntime

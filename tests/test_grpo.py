@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aworld_train.engines.local.grpo import aggregate, kl_k3, policy_loss, token_logprobs
-from aworld_train.engines.local.learner import Sample, build_samples, micro_batches
+from aworld_train.engines.local.samples import Sample, build_samples, micro_batches
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.samples.codec import group_advantages
 from aworld_train.rollout.tokens.ledger import Segment

@@ -5,7 +5,8 @@ import asyncio
 import pytest
 import torch
 
-from aworld_train.engines.local.learner import GRPOLearner, build_samples
+from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.local.samples import build_samples
 from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.episodes.single_turn import sample_groups
 from aworld_train.rollout.policies.client import SamplingParams

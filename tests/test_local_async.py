@@ -15,7 +15,8 @@ from aworld_train import AgentTrainer
 from aworld_train.core.errors import RunCannotLearn
 from aworld_train.engines.local.async_rollout import GroupStream, admission_limit
 from aworld_train.engines.local.grpo import policy_loss
-from aworld_train.engines.local.learner import GRPOLearner, Sample
+from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.local.samples import Sample
 from aworld_train.inputs.config import AlgorithmConfig, TrainConfig
 
 ROWS = [{"prompt": f"What is {i} + 1?", "ground_truth": i + 1} for i in range(6)]
@@ -53,13 +54,10 @@ def episodes(run, step: int) -> list[dict]:
 
 
 # -- config ---------------------------------------------------------------------------------------
-def test_the_switch_is_the_local_backends_and_refused_where_an_engine_has_its_own():
-    with pytest.raises(
-        ValueError, match=r"algorithm.max_staleness: only backend 'local'.*max_off_policy_threshold"
-    ):
-        TrainConfig(backend="verl", algorithm={"max_staleness": 1})
-    with pytest.raises(ValueError, match=r"areal.rollout.max_head_offpolicyness"):
-        TrainConfig(backend="areal", algorithm={"importance_cap": 3.0})
+def test_the_switch_is_one_spelling_on_every_engine_and_runs_in_one_process_locally():
+    # verl and AReaL take it in their own keys (tests/test_facade_keys.py)
+    assert TrainConfig(backend="verl", algorithm={"max_staleness": 1}).algorithm.max_staleness == 1
+    assert TrainConfig(backend="areal", algorithm={"importance_cap": 3.0}).algorithm.importance_cap == 3.0
     with pytest.raises(ValueError, match=r"set rollout.workers: 1"):
         TrainConfig(algorithm={"max_staleness": 2}, rollout={"workers": 2})
     with pytest.raises(ValueError, match=r"max_staleness"):

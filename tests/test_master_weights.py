@@ -3,7 +3,8 @@
 import torch
 
 from aworld_train.engines.local import master_weights
-from aworld_train.engines.local.learner import GRPOLearner, Sample
+from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.local.samples import Sample
 from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.policies.models import load_model
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from aworld_train.engines.local.grpo import chunked_token_logprobs, policy_loss, token_logprobs
-from aworld_train.engines.local.learner import GRPOLearner, Sample, _collate
+from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.local.samples import Sample, collate
 from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.policies.models import load_model
 
@@ -56,7 +57,9 @@ def test_chunked_logprobs_and_gradients_equal_the_whole_vocabulary_computation(m
     chunked = chunked_token_logprobs(hidden, head, targets, 0.7, chunk=8)  # 5 chunks, the last short
     (chunked * weights).sum().backward()
     torch.testing.assert_close(chunked, whole)
-    torch.testing.assert_close(hidden.grad, expected_hidden)
+    # the hidden states' gradient is a sum over vocabulary chunks, added in another order: float32
+    # rounding (1.2e-5 seen on one of 2368 elements), far below any real difference
+    torch.testing.assert_close(hidden.grad, expected_hidden, atol=5e-5, rtol=1e-4)
     torch.testing.assert_close(head.weight.grad, expected_head)
     with torch.no_grad():  # evaluation: no autograd, same values
         torch.testing.assert_close(chunked_token_logprobs(hidden, head, targets, 0.7, chunk=8), whole)
@@ -65,7 +68,7 @@ def test_chunked_logprobs_and_gradients_equal_the_whole_vocabulary_computation(m
 def test_learner_loss_and_gradients_equal_the_plain_computation(model, tokenizer):
     temperature = 0.7
     learner = GRPOLearner(model, AlgorithmConfig(lr=1e-3), temperature, tokenizer.pad_token_id)
-    batch = _collate(samples(), tokenizer.pad_token_id, "cpu")
+    batch = collate(samples(), tokenizer.pad_token_id, "cpu")
 
     model.zero_grad(set_to_none=True)
     lean = learner._logprobs(model, batch)

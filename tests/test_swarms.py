@@ -15,7 +15,7 @@ from aworld_train.aworld.framework import SWARM_CLASSES, Agent, AgentConfig
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.aworld.swarm_spec import SwarmSpec
 from aworld_train.core.errors import AgentSpecError, ConfigError
-from aworld_train.engines.local.learner import build_samples
+from aworld_train.engines.local.samples import build_samples
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory

@@ -26,10 +26,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 RANK, ALPHA = 8, 16
 LORA = (
-    f"verl.actor_rollout_ref.model.lora_rank={RANK}",
-    f"verl.actor_rollout_ref.model.lora_alpha={ALPHA}",
+    f"algorithm.lora={{rank: {RANK}, alpha: {ALPHA}}}",  # the facade's key: verl's model.lora_rank, lora_alpha
     "algorithm.lr=1.0e-3",  # an adapter's usual rate (the example's 1e-4 is for every weight)
     "trainer.save_every=1",  # the adapter after step 1: what step 2's episodes were sampled with
+    "trainer.save_total_limit=null",  # (verl's max_actor_ckpt_to_keep: every step's kept for the test)
 )
 ADAPTER_LOADED = re.compile(
     r"aworld_cpu: LoRA adapter loaded \((\d+) tensors, rank (\d+)\) as weights version (\d+); adapter loads (\d+)"

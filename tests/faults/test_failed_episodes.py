@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aworld_train.engines.local.learner import build_samples
+from aworld_train.engines.local.samples import build_samples
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES, Trajectory
 from aworld_train.rollout.tokens.ledger import Segment
 

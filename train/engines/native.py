@@ -29,15 +29,6 @@ BLANK = (None, "", "auto", "???")
 LOG_TAIL_LINES = 30
 
 
-def refuse_local_lora(cfg: Any, native_way: str) -> None:
-    """`algorithm.lora` is the local backend's (peft in this process); an engine has its own keys."""
-    if cfg.algorithm.lora is not None:
-        raise ConfigError(
-            f"algorithm.lora trains an adapter on backend local only; backend {cfg.backend} takes its own "
-            f"LoRA settings: remove algorithm.lora and {native_way}"
-        )
-
-
 def get(tree: dict[str, Any], dotted: str) -> Any:
     node: Any = tree
     for part in dotted.split("."):

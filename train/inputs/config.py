@@ -47,7 +47,7 @@ class _Section(BaseModel):
 
 
 class LoraConfig(_Section):
-    """algorithm.lora: train a LoRA adapter (peft) instead of every weight (the local backend)."""
+    """algorithm.lora: train a LoRA adapter (peft) instead of every weight, on every engine."""
 
     rank: int = Field(16, ge=1, description="the adapter's rank r")
     alpha: float = Field(32.0, gt=0, description="its scale is alpha / rank")
@@ -88,18 +88,23 @@ class AlgorithmConfig(_Section):
     max_staleness: int = Field(
         0,
         ge=0,
-        description="local backend: 0 samples a step, then trains it (synchronous); N > 0 keeps episodes "
-        "running while the learner trains and trains a group only if its oldest token is at most N weight "
-        "versions behind",
+        description="0 samples a step, then trains it (synchronous); N > 0 keeps episodes running while the "
+        "learner trains and trains a group only if its oldest token is at most N weight versions behind "
+        "(verl: trainer.v1.trainer_mode colocate_async and sampler.max_off_policy_threshold; AReaL: "
+        "rollout.max_head_offpolicyness)",
     )
     importance_cap: float = Field(
         2.0,
         ge=1.0,
-        description="local backend: the largest weight a token sampled by older weights gets in the loss "
-        "(truncated importance sampling of the proximal over the behaviour policy)",
+        description="the largest weight a token sampled by older weights gets in the loss (truncated "
+        "importance sampling of the proximal over the behaviour policy; verl: "
+        "algorithm.rollout_correction.rollout_is_threshold; AReaL: actor.rejection_sampling.upper)",
     )
     lora: LoraConfig | None = Field(
-        None, description="train a LoRA adapter only (backend local); unset: every weight trains"
+        None,
+        description="train a LoRA adapter only; unset: every weight trains (verl: "
+        "actor_rollout_ref.model.lora_rank, lora_alpha, target_modules; AReaL: actor.use_lora, lora_rank, "
+        "lora_alpha, target_modules)",
     )
     mismatch_tolerance: float = Field(
         0.1,
@@ -119,16 +124,6 @@ class AlgorithmConfig(_Section):
                 "one gives every advantage 0 and nothing is learned; use 2 or more"
             )
         return value
-
-
-# the fields of the local backend's asynchronous mode, and where the other engines set the same
-ASYNC_FIELDS = frozenset({"max_staleness", "importance_cap"})
-ENGINE_ASYNC_SETTINGS = {
-    "verl": "verl.trainer.v1.trainer_mode (colocate_async or separate_async) with "
-    "verl.trainer.v1.sampler.max_off_policy_threshold, and verl.algorithm.rollout_correction for the "
-    "importance weights",
-    "areal": "areal.rollout.max_head_offpolicyness",
-}
 
 
 class DataConfig(_Section):
@@ -325,14 +320,8 @@ class TrainConfig(_Section):
         return value
 
     @model_validator(mode="after")
-    def _staleness_is_the_local_backends(self) -> TrainConfig:
-        """The staleness switch drives the local backend's own loop; verl and AReaL have theirs."""
-        ours = sorted(f"algorithm.{k}" for k in ASYNC_FIELDS & self.algorithm.model_fields_set)
-        if ours and self.backend in ENGINE_ASYNC_SETTINGS:
-            raise ValueError(
-                f"{' and '.join(ours)}: only backend 'local' reads them; {self.backend} bounds staleness "
-                f"with its own settings: {ENGINE_ASYNC_SETTINGS[self.backend]}. Remove {' and '.join(ours)}"
-            )
+    def _staleness_in_one_process(self) -> TrainConfig:
+        """The local backend's asynchronous loop runs its episodes in this process."""
         if self.backend == "local" and self.algorithm.max_staleness and self.rollout.workers > 1:
             raise ValueError(
                 f"algorithm.max_staleness={self.algorithm.max_staleness} with rollout.workers="

@@ -15,12 +15,15 @@ class ArealEngine:
         return NativeInputs()  # an `areal:` section never brings its own data or reward
 
     def validate(self, config) -> None:
+        from aworld_train.core.errors import ConfigError
         from aworld_train.engines.areal.cpu_run import refuse_cpu_lora
+        from aworld_train.engines.areal.facade import facade_limits
         from aworld_train.engines.areal.render import validate_native
-        from aworld_train.engines.native import refuse_local_lora
 
         validate_native(config.areal)
-        refuse_local_lora(config, "set areal.actor.use_lora")
+        limits = facade_limits(config, config.fields_set())
+        if limits:
+            raise ConfigError("AReaL cannot honour: " + "; ".join(limits))
         refuse_cpu_lora(config)
 
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:

@@ -32,7 +32,7 @@ def refuse_cpu_lora(cfg: TrainConfig) -> None:
     `actor.use_lora`)."""
     if not is_cpu_run(cfg):
         return
-    actor = get(cfg.areal, "actor.use_lora") is True
+    actor = get(cfg.areal, "actor.use_lora") is True or cfg.algorithm.lora is not None
     rollout = get(cfg.areal, "rollout.use_lora")
     if actor and rollout is False:
         raise ConfigError(

@@ -23,6 +23,7 @@ import yaml
 
 from aworld_train.core.errors import ConfigError
 from aworld_train.engines.areal.cpu_run import cpu_values, is_cpu_run, server_settings
+from aworld_train.engines.areal.facade import facade_values
 from aworld_train.engines.areal.worker import scheduling_spec
 from aworld_train.engines.native import Derived, fill
 from aworld_train.inputs.run import RenderedRun, RunInputs
@@ -142,6 +143,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("saver.freq_steps", run.save_every or None, "trainer.save_every"),
         Derived("evaluator.freq_steps", run.eval_every or None, "trainer.eval_every"),
         Derived("evaluator.eval_before_train", run.eval_before, "trainer.eval_before"),
+        *facade_values(cfg),
     ]
     if algo.kl_coef > 0:
         values.append(Derived("ref.path", model_path, "model"))

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Collection, Sized
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import torch
 
@@ -28,87 +26,18 @@ from aworld_train.engines.local.grpo import (
     token_logprobs,
 )
 from aworld_train.engines.local.master_weights import MasterWeights
+from aworld_train.engines.local.samples import (
+    Sample,
+    collate,
+    hand_back,
+    importance_weights,
+    micro_batches,
+    stale_positions,
+    staleness_stats,
+)
 from aworld_train.engines.logprob_mismatch import mismatch_metrics, token_mismatch
 from aworld_train.inputs.config import AlgorithmConfig
-from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.models import large_blocks_unmapped_on_free, release_freed_memory
-from aworld_train.rollout.samples.codec import agent_units, episode_samples, group_advantages
-from aworld_train.rollout.tokens.ledger import NO_VERSION
-
-
-@dataclass
-class Sample:
-    ids: list[int]
-    prompt_len: int
-    mask: list[int]  # over response positions
-    old_logprobs: list[float]  # over response positions
-    advantage: float
-    origin: tuple[int, int] | None = None  # (trajectory, segment) it was built from
-    # the learner's logprobs of the mask-1 tokens, under the weights that sampled them; None
-    # where it computed none (a zero-advantage sample without KL, a later mini-batch)
-    trainer_logprobs: list[float] | None = None
-    # per response position: the weight version that sampled the token (ledger.NO_VERSION: none)
-    versions: list[int] = field(default_factory=list)
-    # the current weights' logprobs where older weights sampled, the recorded ones elsewhere;
-    # None where every token is the current weights' own
-    proximal_logprobs: list[float] | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-def build_samples(
-    trajectories: list[Trajectory],
-    group_of: list,
-    norm_by_std: bool = True,
-    train_on_malformed: bool = False,
-    frozen_agents: Collection[str] = (),
-) -> tuple[list[Sample], list[float]]:
-    """Samples for the loss and the advantage of every trajectory (0 for those left out; a team's
-    episode: its first trained agent's).
-
-    The codec's rules: a failed episode has no sample and no place in its group's baseline;
-    every segment of an agent in an episode is a sample with that agent's advantage, computed
-    against the same agent in the other samples of the task; frozen agents give none."""
-    episodes = [episode_samples(t, train_on_malformed, frozen_agents) for t in trajectories]
-    units = agent_units(episodes, group_of)
-    unit_advantages = group_advantages([u.reward for u in units], [u.group for u in units], norm_by_std)
-    advantages: list[float | None] = [None] * len(trajectories)
-    samples = []
-    for unit, advantage in zip(units, unit_advantages, strict=True):
-        if advantages[unit.episode] is None:
-            advantages[unit.episode] = advantage
-        for seg in unit.segments:
-            samples.append(
-                Sample(
-                    seg.prompt_ids + seg.response_ids,
-                    len(seg.prompt_ids),
-                    seg.response_mask,
-                    seg.response_logprobs,
-                    advantage,
-                    origin=(unit.episode, seg.index),
-                    versions=list(seg.response_versions),
-                )
-            )
-    return samples, [0.0 if a is None else a for a in advantages]
-
-
-# anything with a length in tokens packs: GRPO samples and SFT samples alike
-Packable = TypeVar("Packable", bound=Sized)
-
-
-def micro_batches(samples: list[Packable], token_budget: int) -> list[list[Packable]]:
-    """Greedy packing by padded size (rows x longest row) within the budget; one oversize sample stands alone."""
-    batches: list[list[Packable]] = []
-    current: list[Packable] = []
-    for sample in sorted(samples, key=len):  # ascending: the newest sample is the widest
-        if current and len(sample) * (len(current) + 1) > token_budget:
-            batches.append(current)
-            current = []
-        current.append(sample)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def adamw_with_warmup(
@@ -124,73 +53,36 @@ def adamw_with_warmup(
     return weights, optimizer, scheduler
 
 
-def _collate(batch: list[Sample], pad_id: int, device, version: int | None = None) -> dict[str, torch.Tensor]:
-    """The padded tensors of a micro-batch; `stale`: its loss tokens weights older than `version`
-    sampled (none without a version)."""
-    width = max(len(s) for s in batch)
-    n = len(batch)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    # targets are ids[:, 1:]; loss positions are response tokens
-    mask = torch.zeros((n, width - 1))
-    old = torch.zeros((n, width - 1))
-    behaviour = torch.zeros((n, width - 1))
-    stale = torch.zeros((n, width - 1))
-    adv = torch.zeros((n, 1))
-    for i, s in enumerate(batch):
-        ids[i, : len(s)] = torch.tensor(s.ids)
-        attention[i, : len(s)] = 1
-        start = s.prompt_len - 1
-        mask[i, start : start + len(s.mask)] = torch.tensor(s.mask, dtype=torch.float)
-        proximal = s.old_logprobs if s.proximal_logprobs is None else s.proximal_logprobs
-        old[i, start : start + len(proximal)] = torch.tensor(proximal, dtype=torch.float)
-        behaviour[i, start : start + len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float)
-        if version is not None:
-            stale[i, start : start + len(s.mask)] = torch.tensor(
-                stale_positions(s, version), dtype=torch.float
-            )
-        adv[i, 0] = s.advantage
-    tensors = {
-        "ids": ids,
-        "attention": attention,
-        "mask": mask,
-        "old": old,
-        "adv": adv,
-        "behaviour": behaviour,
-        "stale": stale,
-    }
-    return {k: v.to(device) for k, v in tensors.items()}
+@dataclass
+class _Tally:
+    """What a step's micro-batches add up to: its averaged losses, the mismatch of the tokens the
+    current weights sampled, the importance weights of the stale tokens trained."""
 
+    minis: int
+    totals: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("loss", "pg_loss", "kl", "clip_frac", "grad_norm"), 0.0)
+    )
+    mismatch_sum: float = 0.0
+    mismatch_max: float = 0.0
+    mismatch_tokens: int = 0
+    micro_count: int = 0
+    weights: list[float] = field(default_factory=list)
 
-def stale_positions(sample: Sample, version: int) -> list[bool]:
-    """Per response position: a loss token that weights older than `version` sampled."""
-    return [
-        bool(m) and v != NO_VERSION and v < version
-        for m, v in zip(sample.mask, sample.versions or [NO_VERSION] * len(sample.mask), strict=True)
-    ]
+    def add(self, weight: float, **values: float) -> None:
+        for key, value in values.items():
+            self.totals[key] += value * weight / self.minis
+        self.micro_count += 1
 
+    def measure(self, logprobs: torch.Tensor, recorded: torch.Tensor, fresh: torch.Tensor) -> None:
+        diff = token_mismatch(logprobs, recorded, fresh)
+        self.mismatch_sum += float(diff.sum())
+        self.mismatch_max = max(self.mismatch_max, float(diff.max()))
+        self.mismatch_tokens += int(fresh.sum())
 
-def importance_weights(proximal: torch.Tensor, behaviour: torch.Tensor, stale: torch.Tensor) -> list[float]:
-    """pi_prox / pi_behaviour at the stale positions, untruncated (for the step's metrics)."""
-    return torch.exp((proximal - behaviour)[stale > 0].clamp(max=20.0)).tolist()
-
-
-def staleness_stats(
-    samples: list[Sample], version: int, weights: list[float], cap: float
-) -> dict[str, float]:
-    """The step's stale tokens (loss tokens of older weights, trained or not) and the importance
-    weights of those it trained, as metrics."""
-    return {
-        "stale_tokens": float(sum(sum(stale_positions(s, version)) for s in samples)),
-        "importance_weight_mean": sum(min(w, cap) for w in weights) / len(weights) if weights else 1.0,
-        "importance_truncated_frac": sum(w > cap for w in weights) / len(weights) if weights else 0.0,
-    }
-
-
-def _hand_back(micro: list[Sample], logprobs: torch.Tensor, mask: torch.Tensor) -> None:
-    """Each sample's logprobs at its loss positions, kept on the sample for the run's token files."""
-    for row, sample in enumerate(micro):
-        sample.trainer_logprobs = logprobs[row][mask[row] > 0].float().tolist()
+    def mismatch(self) -> dict[str, float]:
+        return mismatch_metrics(
+            self.mismatch_sum / max(self.mismatch_tokens, 1), self.mismatch_max, self.mismatch_tokens
+        )
 
 
 class GRPOLearner:
@@ -267,7 +159,7 @@ class GRPOLearner:
         weights: list[float] = []
         stale = [s for s in samples if any(stale_positions(s, version))]
         for micro in micro_batches(stale, self.algo.micro_batch_tokens):
-            batch = _collate(micro, self.pad_id, self.device, version)
+            batch = collate(micro, self.pad_id, self.device, version)
             proximal = self._logprobs(self.model, batch)
             weights += importance_weights(proximal, batch["behaviour"], batch["stale"])
             for row, sample in enumerate(micro):
@@ -280,92 +172,91 @@ class GRPOLearner:
         return weights
 
     def _step(self, samples: list[Sample], version: int | None) -> dict[str, float]:
-        algo = self.algo
+        """`samples` in `algorithm.mini_batches` optimizer steps, each over micro-batches of at most
+        `micro_batch_tokens`; the first mini-batch also measures the rollout's logprob mismatch."""
         self.model.train()
-        per_mini = math.ceil(len(samples) / algo.mini_batches)
+        per_mini = math.ceil(len(samples) / self.algo.mini_batches)
         minis = [samples[i : i + per_mini] for i in range(0, len(samples), per_mini)]
         # Without a KL term a zero-advantage sample adds exactly nothing to the gradient: skip its
         # forward/backward (and its proximal logprobs), but keep it in the denominators below.
         actives = [mini if self.has_reference else [s for s in mini if s.advantage != 0.0] for mini in minis]
-        weights: list[float] = []  # the importance weights of the stale tokens trained
+        tally = _Tally(len(minis))
         if version is not None:
             # later mini-batches train after the first's optimizer step, so their proximal policy
             # (these weights) takes a forward now; the first's is its own loss forward, detached
-            weights += self.set_proximal([s for active in actives[1:] for s in active], version)
-        totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "grad_norm": 0.0}
-        mismatch_sum = mismatch_max = 0.0
-        mismatch_tokens = 0
-        micro_count = 0
-        for mini_index, (mini, active) in enumerate(zip(minis, actives, strict=True)):
-            n_tokens = sum(sum(s.mask) for s in mini)
-            n_seqs = len(mini)
-            for micro in micro_batches(active, algo.micro_batch_tokens):
-                batch = _collate(micro, self.pad_id, self.device, version if mini_index == 0 else None)
-                logprobs = self._logprobs(self.model, batch)
-                mask, stale = batch["mask"], batch["stale"]
-                old = torch.where(stale > 0, logprobs.detach(), batch["old"])
-                weights += importance_weights(old, batch["behaviour"], stale)
-                decoupled = bool(stale.any()) or any(s.proximal_logprobs is not None for s in micro)
-                pg, stats = policy_loss(
-                    logprobs,
-                    old,
-                    batch["adv"],
-                    mask,
-                    algo.clip_low,
-                    algo.clip_high,
-                    algo.loss_agg_mode,
-                    batch["behaviour"] if decoupled else None,
-                    algo.importance_cap,
+            tally.weights += self.set_proximal([s for active in actives[1:] for s in active], version)
+        for index, (mini, active) in enumerate(zip(minis, actives, strict=True)):
+            for micro in micro_batches(active, self.algo.micro_batch_tokens):
+                self._train_micro(micro, mini, version if index == 0 else None, index == 0, tally)
+            if active:
+                tally.totals["grad_norm"] += self.weights.step(self.optimizer, self.algo.grad_clip) / len(
+                    minis
                 )
-                loss = pg
-                kl_value = 0.0
-                if self.has_reference:
-                    ref = self._reference_logprobs(batch)
-                    kl = aggregate(kl_k3(logprobs, ref), mask, algo.loss_agg_mode)
-                    loss = loss + algo.kl_coef * kl
-                    kl_value = float(kl.detach())
-                # weight so the sum over micro-batches equals the mini-batch aggregate
-                weight = (
-                    float(mask.sum()) / max(n_tokens, 1)
-                    if algo.loss_agg_mode == "token-mean"
-                    else len(micro) / n_seqs
-                )
-                (loss * weight).backward()
-                if mini_index == 0:  # before any update: the weights that sampled these tokens
-                    with torch.no_grad():
-                        # the tokens these weights sampled (older weights' are compared with
-                        # their recomputation, by design): the rollout's logprobs against ours
-                        fresh = mask * (1 - stale)
-                        diff = token_mismatch(logprobs, batch["old"], fresh)
-                        mismatch_sum += float(diff.sum())
-                        mismatch_max = max(mismatch_max, float(diff.max()))
-                        mismatch_tokens += int(fresh.sum())
-                        _hand_back(micro, logprobs.detach(), mask)
-                totals["loss"] += float(loss.detach()) * weight / len(minis)
-                totals["pg_loss"] += float(pg.detach()) * weight / len(minis)
-                totals["kl"] += kl_value * weight / len(minis)
-                totals["clip_frac"] += stats["clip_frac"] * weight / len(minis)
-                micro_count += 1
-            if not active:
-                continue
-            grad_norm = self.weights.step(self.optimizer, algo.grad_clip)
-            totals["grad_norm"] += grad_norm / len(minis)
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
         self.model.eval()
         return {
-            **totals,
+            **tally.totals,
             "lr": self.scheduler.get_last_lr()[0],
             # 0 tokens: nothing was recomputed, no figure
-            **mismatch_metrics(mismatch_sum / max(mismatch_tokens, 1), mismatch_max, mismatch_tokens),
+            **tally.mismatch(),
             "train_tokens": float(sum(sum(s.mask) for s in samples)),
             "samples": float(len(samples)),
             "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
-            "micro_batches": float(micro_count),
+            "micro_batches": float(tally.micro_count),
             **(
-                staleness_stats(samples, version, weights, algo.importance_cap) if version is not None else {}
+                staleness_stats(samples, version, tally.weights, self.algo.importance_cap)
+                if version is not None
+                else {}
             ),
         }
+
+    def _train_micro(
+        self, micro: list[Sample], mini: list[Sample], version: int | None, first: bool, tally: _Tally
+    ) -> None:
+        """One micro-batch's forward and backward, weighed so that the micro-batches of `mini` add
+        up to its aggregate loss; in the first mini-batch (before any update) its mismatch too."""
+        algo = self.algo
+        batch = collate(micro, self.pad_id, self.device, version)
+        logprobs = self._logprobs(self.model, batch)
+        mask, stale = batch["mask"], batch["stale"]
+        old = torch.where(stale > 0, logprobs.detach(), batch["old"])
+        tally.weights += importance_weights(old, batch["behaviour"], stale)
+        decoupled = bool(stale.any()) or any(s.proximal_logprobs is not None for s in micro)
+        pg, stats = policy_loss(
+            logprobs,
+            old,
+            batch["adv"],
+            mask,
+            algo.clip_low,
+            algo.clip_high,
+            algo.loss_agg_mode,
+            batch["behaviour"] if decoupled else None,
+            algo.importance_cap,
+        )
+        loss, kl_value = pg, 0.0
+        if self.has_reference:
+            kl = aggregate(kl_k3(logprobs, self._reference_logprobs(batch)), mask, algo.loss_agg_mode)
+            loss = loss + algo.kl_coef * kl
+            kl_value = float(kl.detach())
+        if algo.loss_agg_mode == "token-mean":
+            weight = float(mask.sum()) / max(sum(sum(s.mask) for s in mini), 1)
+        else:
+            weight = len(micro) / len(mini)
+        (loss * weight).backward()
+        if first:  # the weights that sampled these tokens
+            with torch.no_grad():
+                # the tokens these weights sampled (older weights' are compared with their
+                # recomputation, by design): the rollout's logprobs against ours
+                tally.measure(logprobs, batch["old"], mask * (1 - stale))
+                hand_back(micro, logprobs.detach(), mask)
+        tally.add(
+            weight,
+            loss=float(loss.detach()),
+            pg_loss=float(pg.detach()),
+            kl=kl_value,
+            clip_frac=stats["clip_frac"],
+        )
 
     def drop_optimizer_state(self) -> None:
         """After the last step and its checkpoint: AdamW's two moments (twice the weights'

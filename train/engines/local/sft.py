@@ -14,8 +14,9 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.engines.local.learner import adamw_with_warmup, micro_batches
+from aworld_train.engines.local.learner import adamw_with_warmup
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.engines.local.samples import micro_batches
 from aworld_train.inputs.config import SFTConfig
 from aworld_train.rollout.samples.sft_data import SFTSample
 

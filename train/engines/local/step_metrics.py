@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from aworld_train.engines.local.async_rollout import Taken
-from aworld_train.engines.local.learner import Sample
+from aworld_train.engines.local.samples import Sample
 from aworld_train.evaluation.report import CORRECT
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.samples.agent_stats import agent_metrics

@@ -23,9 +23,9 @@ from aworld_train.core.errors import RunCannotLearn, RunStoppedByDisk
 from aworld_train.engines.local.checkpoints import prune_checkpoints, save_checkpoint
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.display import StepDisplay, console, show_done
-from aworld_train.engines.local.learner import build_samples
 from aworld_train.engines.local.resume import checkpoint_to_resume, restore
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.engines.local.samples import build_samples
 from aworld_train.engines.local.sampling import StepSampler
 from aworld_train.engines.local.startup import build_parts
 from aworld_train.engines.local.step_metrics import (

@@ -26,7 +26,6 @@ from aworld_train.engines.native import (
     get,
     module_file,
     put,
-    refuse_local_lora,
     unknown_key_message,
 )
 from aworld_train.engines.node_servers import server_entries
@@ -44,6 +43,8 @@ from aworld_train.engines.verl.cluster import (
     refuse_resources,
 )
 from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
+from aworld_train.engines.verl.facade import facade_limits, facade_values
+from aworld_train.engines.verl.facade import same as facade_same
 from aworld_train.engines.verl.modes import require_trainer_mode
 from aworld_train.engines.verl.tokens import SPLIT_FIELD
 from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
@@ -206,7 +207,6 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.actor.kl_loss_coef", algo.kl_coef, "algorithm.kl_coef"),
         Derived("actor_rollout_ref.actor.kl_loss_type", "low_var_kl"),
         Derived("actor_rollout_ref.actor.loss_agg_mode", algo.loss_agg_mode, "algorithm.loss_agg_mode"),
-        Derived("actor_rollout_ref.actor.ppo_mini_batch_size", cfg.data.batch_size),
         # token-budgeted micro-batches: agent trajectories vary too much in length for fixed sizes
         Derived("actor_rollout_ref.actor.use_dynamic_bsz", True),
         Derived("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", algo.micro_batch_tokens),
@@ -230,6 +230,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("trainer.project_name", "aworld-train"),
         Derived("trainer.experiment_name", inputs.run_dir.name),
         Derived("trainer.logger", ["console"]),
+        *facade_values(cfg),
         *sampler_derived(cfg),
         *(cpu_derived(cfg) if is_cpu_run(cfg) else []),
     ]
@@ -252,7 +253,9 @@ def validate_native(cfg: TrainConfig) -> None:
     trainer; RAY_ADDRESS, if the run reads it, is an address. Nothing loads; the render checks the
     filled config again."""
     check_ray_environment(cfg)
-    refuse_local_lora(cfg, "set verl.actor_rollout_ref.model.lora_rank (and lora_alpha, target_modules)")
+    limits = facade_limits(cfg)
+    if limits:
+        raise ConfigError("verl cannot honour: " + "; ".join(limits))
     composed = compose(native_section(cfg))
     require_v1(composed)
     rollout = native_value(cfg, "actor_rollout_ref.rollout.name") or default_rollout(cfg)
@@ -266,6 +269,9 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> dict[str, 
 
 
 def _same(given: Any, derived: Any, key: str) -> bool:
+    agrees = facade_same(given, derived, key)
+    if agrees is not None:
+        return agrees
     if key == "reward.custom_reward_function.path":
         return Path(str(given)).resolve() == Path(str(derived)).resolve()
     try:
@@ -368,6 +374,8 @@ def render(inputs: RunInputs) -> RenderedRun:
     if address is not None:
         join_cluster(final, address, forwarded_env(cfg, env))
     require_v1(final)
+    # the adapter algorithm.lora asks for, as verl would carry it out (validate_native saw the native keys)
+    refuse_unservable_lora(final, str(final.actor_rollout_ref.rollout.name))
     require_trainer_mode(final, inputs)
     fit_token_budgets(final, inputs)
     validate(final)

@@ -1,0 +1,155 @@
+"""One config on every engine: the facade's settings (LoRA, staleness, the importance cap, lr, group
+size, KL, clip, ...) written into verl's and AReaL's own keys by each render; a native key that
+agrees is kept, one that contradicts a facade key the user set is refused naming both, and what an
+engine cannot honour is refused naming its limit."""
+
+from __future__ import annotations
+
+import pytest
+from backend_support import trainer_for
+
+from aworld_train.core.errors import ConfigError
+
+pytest.importorskip("verl")
+
+SETTINGS = {
+    "model": "embedded:smollm2-135m",
+    "algorithm": {
+        "lora": {"rank": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"]},
+        "max_staleness": 2,
+        "importance_cap": 3.0,
+        "lr": 5e-4,
+        "group_size": 3,
+        "kl_coef": 0.05,
+        "clip_low": 0.1,
+        "clip_high": 0.3,
+        "mini_batches": 2,
+        "warmup_steps": 1,
+        "grad_clip": 0.5,
+        "weight_decay": 0.02,
+    },
+    "rollout": {"temperature": 0.9, "top_p": 0.95, "top_k": 40},
+    "data": {"batch_size": 4},
+    "trainer": {"steps": 6},
+}
+
+
+def config(backend: str, **native) -> dict:
+    return {**SETTINGS, "backend": backend, **native}
+
+
+def test_local_reads_the_settings_themselves(tmp_path):
+    trainer = trainer_for(tmp_path, config("local"))
+    algo = trainer.config.algorithm
+    assert (algo.lora.rank, algo.max_staleness, algo.importance_cap) == (8, 2, 3.0)
+
+
+def test_verl_gets_each_setting_in_its_own_keys(tmp_path):
+    run = trainer_for(tmp_path, config("verl", trainer={"steps": 6, "save_total_limit": 2})).render()
+    final = run.final
+    model, actor, rollout = (
+        final.actor_rollout_ref.model,
+        final.actor_rollout_ref.actor,
+        final.actor_rollout_ref.rollout,
+    )
+    assert (model.lora_rank, model.lora_alpha, list(model.target_modules)) == (8, 16, ["q_proj", "v_proj"])
+    assert final.trainer.v1.trainer_mode == "colocate_async"
+    assert final.trainer.v1.sampler.max_off_policy_threshold == 2
+    assert final.trainer.v1.sampler.max_off_policy_strategy == "drop"
+    assert final.algorithm.rollout_correction.rollout_is == "token"
+    assert final.algorithm.rollout_correction.rollout_is_threshold == 3.0
+    assert actor.optim.lr == 5e-4 and actor.optim.weight_decay == 0.02 and actor.optim.lr_warmup_steps == 1
+    assert (actor.kl_loss_coef, actor.use_kl_loss) == (0.05, True)
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.grad_clip) == (0.1, 0.3, 0.5)
+    assert actor.ppo_mini_batch_size == 2  # a batch of 4 in 2 optimizer steps
+    assert (rollout.n, rollout.temperature, rollout.top_p, rollout.top_k) == (3, 0.9, 0.95, 40)
+    assert final.trainer.max_actor_ckpt_to_keep == 2
+
+
+def test_areal_gets_each_setting_in_its_own_keys(tmp_path):
+    run = trainer_for(tmp_path, config("areal")).render()
+    final = run.final
+    actor = final["actor"]
+    assert (actor["use_lora"], actor["lora_rank"], actor["lora_alpha"]) == (True, 8, 16)
+    assert actor["target_modules"] == ["q_proj", "v_proj"]
+    assert final["rollout"]["max_head_offpolicyness"] == 2
+    assert actor["use_decoupled_loss"] is True
+    sampling = actor["rejection_sampling"]
+    assert (sampling["level"], sampling["action"], sampling["metric"], sampling["upper"]) == (
+        "token",
+        "clamp",
+        "ratio",
+        3.0,
+    )
+    assert 0 < sampling["lower"] < 1e-6  # no lower clamp in effect
+    assert actor["optimizer"]["lr"] == 5e-4 and actor["optimizer"]["weight_decay"] == 0.02
+    assert (actor["kl_ctl"], actor["eps_clip"], actor["eps_clip_higher"]) == (0.05, 0.1, 0.3)
+    assert actor["ppo_n_minibatches"] == 2
+    assert (final["gconfig"]["temperature"], final["gconfig"]["top_p"], final["gconfig"]["top_k"]) == (
+        0.9,
+        0.95,
+        40,
+    )
+
+
+def test_all_linear_reaches_each_engine_as_it_takes_it(tmp_path):
+    settings = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "lora": {"rank": 4}}}
+    verl = trainer_for(tmp_path / "v", {**settings, "backend": "verl"}).render().final
+    areal = trainer_for(tmp_path / "a", {**settings, "backend": "areal"}).render().final
+    assert verl.actor_rollout_ref.model.target_modules == "all-linear"
+    assert areal["actor"]["target_modules"] == ["all-linear"]  # AReaL's FSDP actor reads it so
+
+
+def test_a_native_key_that_agrees_is_kept_and_one_that_contradicts_is_refused_naming_both(tmp_path):
+    agreeing = {
+        "actor_rollout_ref": {"model": {"lora_rank": 8}},
+        "trainer": {"v1": {"trainer_mode": "separate_async"}},
+    }
+    with pytest.raises(ConfigError, match="separate_async"):  # an unmerged adapter there: verl's own limit
+        trainer_for(tmp_path / "a", config("verl", verl=agreeing)).render()
+    agreeing = {"actor_rollout_ref": {"model": {"lora_rank": 8, "lora_alpha": 16}}}
+    assert (
+        trainer_for(tmp_path / "b", config("verl", verl=agreeing))
+        .render()
+        .final.actor_rollout_ref.model.lora_rank
+        == 8
+    )
+    with pytest.raises(ConfigError) as refused:
+        trainer_for(
+            tmp_path / "c", config("verl", verl={"actor_rollout_ref": {"model": {"lora_rank": 32}}})
+        ).render()
+    assert "verl.actor_rollout_ref.model.lora_rank=32 contradicts algorithm.lora (which gives 8)" in str(
+        refused.value
+    )
+    with pytest.raises(ConfigError) as refused:
+        trainer_for(
+            tmp_path / "d", config("areal", areal={"rollout": {"max_head_offpolicyness": 5}})
+        ).render()
+    assert (
+        "areal.rollout.max_head_offpolicyness=5 contradicts algorithm.max_staleness (which gives 2)"
+        in str(refused.value)
+    )
+    sync = {"trainer": {"v1": {"trainer_mode": "colocate_async"}}}
+    explicit_sync = {
+        **SETTINGS,
+        "algorithm": {**SETTINGS["algorithm"], "max_staleness": 0},
+        "backend": "verl",
+    }
+    with pytest.raises(
+        ConfigError, match=r"trainer_mode='colocate_async' contradicts algorithm.max_staleness"
+    ):
+        trainer_for(tmp_path / "e", {**explicit_sync, "verl": sync}).render()
+
+
+def test_what_an_engine_cannot_honour_is_refused_naming_its_limit(tmp_path):
+    dropout = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "lora": {"rank": 8, "dropout": 0.1}}}
+    for backend in ("verl", "areal"):
+        with pytest.raises(ConfigError, match=r"algorithm.lora.dropout=0.1: .* without dropout"):
+            trainer_for(tmp_path / backend, {**dropout, "backend": backend})
+    with pytest.raises(
+        ConfigError, match=r"trainer.save_total_limit=2: AReaL's saver keeps every checkpoint"
+    ):
+        trainer_for(tmp_path / "limit", config("areal", trainer={"steps": 6, "save_total_limit": 2}))
+    with pytest.raises(ConfigError, match=r"algorithm.mini_batches=3 does not divide data.batch_size=4"):
+        odd = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "mini_batches": 3}, "backend": "verl"}
+        trainer_for(tmp_path / "odd", odd).render()
