@@ -177,8 +177,8 @@ async def bench(args, out: Path) -> int:
     from aworld_train.rollout.gateway.process_agent import ProcessAgent
     from aworld_train.rollout.policies.client import ScriptedPolicy
     from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     if args.on_loop:  # every prompt tokenized on the episodes' loop, as before the thread
         llm_call._THREAD_CHARS = float("inf")

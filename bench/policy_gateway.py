@@ -170,8 +170,8 @@ async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer)
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.trajectory import Task
     from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     stops = stop_token_ids(tokenizer)
     policy = ScriptedPolicy(

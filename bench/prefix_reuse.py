@@ -23,7 +23,7 @@ from aworld_train.env.bfcl import catalog
 from aworld_train.rollout.policies.client import SamplingParams
 from aworld_train.rollout.policies.local import LocalPolicy
 from aworld_train.rollout.policies.models import load_model, load_tokenizer
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 
 def first_prompts(tokenizer, tasks: int, low: int = 3000, high: int = 5000) -> list[list[int]]:

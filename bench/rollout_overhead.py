@@ -134,8 +134,8 @@ async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
     from aworld_train.rollout.episodes.episode import Episode
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.trajectory import Task
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     renderer = ChatRenderer(tokenizer, tool_block="never")
     settings = RolloutSettings(tool_block="never", concurrency=concurrency, episode_timeout_s=600)

@@ -238,8 +238,8 @@ def main() -> None:
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.client import ScriptedPolicy
     from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)

@@ -29,7 +29,7 @@ from aworld_train.rollout.policies.models import load_model, load_tokenizer, res
 from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 from aworld_train.rollout.policies.vllm_server import VLLMServer
 from aworld_train.rollout.policies.vllm_weights import write_model_folder
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 MODEL = "embedded:smollm2-135m"
 

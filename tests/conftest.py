@@ -27,7 +27,7 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def stop_ids(tokenizer):
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     return stop_token_ids(tokenizer)
 
@@ -106,7 +106,7 @@ def calculator_spec(calculator_server):
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.tokens.chat import renderer_for
+    from aworld_train.rollout.tokens.templates.renderer import renderer_for
 
     def make(policy, **rollout):
         rollout.setdefault("tool_block", "never")

@@ -1,5 +1,5 @@
 """A client's tool_choice and parallel_tool_calls met in each real chat template's own call text
-(`rollout/tokens/call_control.py`): over the whole collection, where a template lets a call be
+(`rollout/tokens/calls/forcing.py`): over the whole collection, where a template lets a call be
 forced, its own rendering of a call starts with the forced opening and the run's parser reads the
 opening and the policy's rest as that call; where a turn can end after its first call, the cut
 rendering of two calls reads as the first alone. Templates that allow neither are refused (the
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from chat_families import TEMPLATES, require_templates, vocab_tokenizer
 
-from aworld_train.rollout.tokens.call_control import NotControllable, read_control
-from aworld_train.rollout.tokens.chat import ChatRenderer
-from aworld_train.rollout.tokens.frame_derivation import ANSWER, call_message, probe_tools, turn_body
+from aworld_train.rollout.tokens.calls.derivation import ANSWER, call_message, probe_tools, turn_body
+from aworld_train.rollout.tokens.calls.forcing import NotControllable, read_control
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 HISTORY = [{"role": "user", "content": "zqhi"}]
 CALL = {"city": "Paris", "days": 3}

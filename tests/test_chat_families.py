@@ -26,10 +26,10 @@ from chat_families import ALL_CASES, CASES, Case, case_tokenizer, require_templa
 
 from aworld_train.rollout.episodes.llm_call import sampled_text, visible_text
 from aworld_train.rollout.policies.client import Generation
-from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.calls.registry import ParsedCall
 from aworld_train.rollout.tokens.ledger import TokenLedger
-from aworld_train.rollout.tokens.stops import stop_token_ids
-from aworld_train.rollout.tokens.tool_parser import ParsedCall
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 TOOLS = [
     {
@@ -407,7 +407,7 @@ def test_turn_ends_are_read_from_the_template():
 
 def test_a_dropped_tool_result_ends_the_episode_instead_of_training(tokenizers):
     """Phi-3.5's template renders no tool message: the ledger refuses the delta."""
-    from aworld_train.rollout.tokens.chat import ToolResultsLost
+    from aworld_train.rollout.tokens.templates.renderer import ToolResultsLost
 
     case = next(c for c in CASES if c.name == "microsoft-Phi-3.5-mini-instruct")
     tok = tokenizers.setdefault(case.name, case_tokenizer(case))

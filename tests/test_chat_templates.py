@@ -45,8 +45,8 @@ from typing import Any
 import pytest
 
 from aworld_train.rollout.policies.client import Generation
-from aworld_train.rollout.tokens.chat import ChatRenderer
 from aworld_train.rollout.tokens.ledger import TokenLedger
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 _TOOL_CALL_QWEN = (
     "{%- for c in m.tool_calls %}"

@@ -26,8 +26,8 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
     from aworld_train.rollout.samples.token_log import write_episodes
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     script = GroupScript(tokenizer)
 

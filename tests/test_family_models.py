@@ -27,8 +27,8 @@ from aworld_train import AgentTrainer
 from aworld_train.core.errors import ConfigError
 from aworld_train.rollout.policies.client import Generation
 from aworld_train.rollout.policies.local import LocalPolicy
-from aworld_train.rollout.tokens.chat import ChatRenderer
-from aworld_train.rollout.tokens.tool_parser import parse_tool_calls, parser_names
+from aworld_train.rollout.tokens.calls.registry import parse_tool_calls, parser_names
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 ROWS = [{"prompt": "What is 3 + 1?", "ground_truth": 4}]
 # what each family's model writes: (tool-call turn, its stop token), (answer turn, its stop token),

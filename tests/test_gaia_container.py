@@ -200,8 +200,8 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.client import ScriptedPolicy
     from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     model = tiny_model(tmp_path / "tiny")
     run_dir = tmp_path / "run"

@@ -20,7 +20,7 @@ from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.gateway.server import Gateway, advertised_host, gateway
 from aworld_train.rollout.policies.client import ScriptedPolicy
-from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 
 def tagged_policy(tokenizer, im_end) -> ScriptedPolicy:

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from aworld_train.rollout.policies.client import Generation
-from aworld_train.rollout.tokens.chat import ChatRenderer
 from aworld_train.rollout.tokens.ledger import TokenLedger
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 # A Qwen2.5-style template written for these tests: tools listed in the system
 # turn, tool calls as <tool_call> JSON, consecutive tool results grouped into one

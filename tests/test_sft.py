@@ -16,7 +16,7 @@ from aworld_train.rollout.samples.sft_data import (
     load_sft_data,
     trajectory_samples,
 )
-from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 AGENTGYM = {
     "item_id": "textcraft_3",

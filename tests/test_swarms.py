@@ -20,8 +20,8 @@ from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.policies.client import ScriptedPolicy
-from aworld_train.rollout.tokens.chat import content_text
 from aworld_train.rollout.tokens.ledger import Segment
+from aworld_train.rollout.tokens.templates.renderer import content_text
 
 REWARD = RewardFunction.load("aworld_train.rewards.calculator:exact_answer")
 PLANNER, SOLVER = "You plan.", "You compute with the calculator."

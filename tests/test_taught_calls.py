@@ -16,10 +16,10 @@ import copy
 import pytest
 from chat_families import TEMPLATES, require_templates, vocab_tokenizer
 
-from aworld_train.rollout.tokens.chat import ChatRenderer
-from aworld_train.rollout.tokens.frame_derivation import ANSWER, call_message, probe_tools, turn_body
-from aworld_train.rollout.tokens.parsers.pythonic import PythonicParser
-from aworld_train.rollout.tokens.tool_block import example_call, example_call_text
+from aworld_train.rollout.tokens.calls.derivation import ANSWER, call_message, probe_tools, turn_body
+from aworld_train.rollout.tokens.calls.parsers.pythonic import PythonicParser
+from aworld_train.rollout.tokens.calls.tool_block import example_call, example_call_text
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 HISTORY = [{"role": "user", "content": "zqhi"}]
 CALL = (

@@ -1,4 +1,4 @@
-"""Tool calls read from the chat template (`rollout/tokens/call_format.py`, `rollout/tokens/frame_derivation.py`):
+"""Tool calls read from the chat template (`rollout/tokens/calls/resolution.py`, `rollout/tokens/calls/derivation.py`):
 over every template of the collection `auto` reads the template's own calls or refuses it up
 front; the derived parser reads typed arguments as the hand-written parsers do; at run time a turn
 that writes the template's call marker but reads as no call is malformed, never an answer.
@@ -23,10 +23,10 @@ from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
-from aworld_train.rollout.tokens.chat import ChatRenderer, renderer_for
-from aworld_train.rollout.tokens.frame_derivation import ANSWER, turn_body
-from aworld_train.rollout.tokens.parsers.base import ParsedCall
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.calls.derivation import ANSWER, turn_body
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer, renderer_for
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 WEATHER = {
     "type": "function",

@@ -1,4 +1,4 @@
-from aworld_train.rollout.tokens.tool_parser import parse_tool_calls
+from aworld_train.rollout.tokens.calls.registry import parse_tool_calls
 
 
 def test_hermes_single_and_multiple_calls():
@@ -116,7 +116,7 @@ def test_broken_native_calls_are_reported_not_guessed():
 
 
 def test_each_parser_reads_back_what_it_writes():
-    from aworld_train.rollout.tokens.tool_parser import ParsedCall, get_parser, parser_names
+    from aworld_train.rollout.tokens.calls.registry import ParsedCall, get_parser, parser_names
 
     call = ParsedCall("f", {"s": "a b", "n": 2})
     for name in parser_names():

@@ -77,7 +77,7 @@ async def record(spec, runtime_for) -> dict:
 def runtime_for(tokenizer, stop_ids):
     from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.tokens.chat import ChatRenderer
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stop_ids[0])
@@ -107,8 +107,8 @@ def _write() -> None:  # pragma: no cover - run by hand
     from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     tokenizer = load_tokenizer("embedded:smollm2-135m")
     stops = stop_token_ids(tokenizer)

@@ -18,8 +18,8 @@ from aworld_train.agents.calculator import build_agent
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.inputs.config import RolloutSettings
 from aworld_train.rollout.policies.models import load_tokenizer
-from aworld_train.rollout.tokens.stops import stop_token_ids
-from aworld_train.rollout.tokens.chat import ChatRenderer
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.policies.client import ScriptedPolicy

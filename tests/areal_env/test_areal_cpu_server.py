@@ -15,7 +15,7 @@ from areal.engine import RemoteSGLangEngine
 from transformers import AutoModelForCausalLM
 
 from aworld_train.engines.areal.cpu.trainer import policy_server
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 
 @pytest.fixture(scope="module")

@@ -218,7 +218,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
     from aworld_train.rollout.policies.completions import CompletionsPolicy
     from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     ev = config.eval
     rollout = config.rollout

@@ -20,8 +20,8 @@ def build_samples(cfg: TrainConfig) -> SFTData:
     settings. The records are read and checked first: a bad file fails before the tokenizer loads."""
     from aworld_train.core.errors import DatasetError
     from aworld_train.rollout.policies.models import check_model, load_tokenizer
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     sft = cfg.sft
     records = read_sft_records(sft.data, sft.format, sft.system)

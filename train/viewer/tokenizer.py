@@ -77,7 +77,7 @@ class RunTokenizer:
             return None
         with self._lock:
             if self._renderer is None:
-                from aworld_train.rollout.tokens.chat import ChatRenderer
+                from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
                 rollout = self.run.config().get("rollout") or {}
                 self._renderer = ChatRenderer(

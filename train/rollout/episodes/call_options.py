@@ -4,7 +4,7 @@ becoming loss:
 
 - before anything is tokenized, `check_options` refuses (CallRefused, naming the parameter and the
   fix) what this run cannot honour: a named tool the call does not offer, a call format that cannot
-  be forced or ended after one call (`rollout/tokens/call_control.py`), a schema asked of a policy
+  be forced or ended after one call (`rollout/tokens/calls/forcing.py`), a schema asked of a policy
   that cannot sample under a grammar;
 - a forced call opens with the template's call text (`forced_opening`), which the ledger holds as
   prompt (mask 0) before the policy samples the rest;
@@ -22,8 +22,8 @@ from typing import Any
 from aworld_train.rollout.episodes.driver import CallOptions, CallRefused
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.policies.client import ConstrainedSampling, Generation, GrammarKey
-from aworld_train.rollout.tokens.call_control import NotControllable
-from aworld_train.rollout.tokens.parsers.base import ParseResult
+from aworld_train.rollout.tokens.calls.forcing import NotControllable
+from aworld_train.rollout.tokens.calls.parsers.base import ParseResult
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:

@@ -39,7 +39,7 @@ from aworld_train.rollout.episodes.llm_call import CallEnded, LLMCalls, json_arg
 from aworld_train.rollout.episodes.release import release_on_servers
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
-from aworld_train.rollout.tokens.chat import content_text
+from aworld_train.rollout.tokens.templates.renderer import content_text
 
 _TOOL_ERROR_PREFIXES = ("Error executing tool", "Failed to execute")
 # AWorld's MCP client's report that a call's connection broke: its server died or stopped

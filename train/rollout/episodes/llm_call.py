@@ -22,10 +22,14 @@ from aworld_train.rollout.episodes.driver import AgentRole, CallOptions, CallRef
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams, derive_seed
-from aworld_train.rollout.tokens.chat import content_text
+from aworld_train.rollout.tokens.calls.parsers.base import ParseResult
 from aworld_train.rollout.tokens.ledger import TokenLedger
-from aworld_train.rollout.tokens.parsers.base import ParseResult
-from aworld_train.rollout.tokens.prompt_bounds import least_tokens, longest_token_chars, message_chars
+from aworld_train.rollout.tokens.templates.prompt_bounds import (
+    least_tokens,
+    longest_token_chars,
+    message_chars,
+)
+from aworld_train.rollout.tokens.templates.renderer import content_text
 
 # a call whose text is longer is tokenized on a thread: tokenizing 20k characters takes some 15 ms
 # (the tokenizer releases the GIL), more than the hop costs, and the episode's loop serves others

@@ -17,8 +17,8 @@ from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.policies.client import PolicyClient
-from aworld_train.rollout.tokens.chat import renderer_for
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.templates.renderer import renderer_for
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 if TYPE_CHECKING:
     from aworld_train.rollout.policies.local import LocalPolicy

@@ -101,7 +101,7 @@ class RolloutSettings(BaseModel):
     @field_validator("tool_parser")
     @classmethod
     def _known_parser(cls, value: str) -> str:
-        from aworld_train.rollout.tokens.tool_parser import AUTO, TEMPLATE, parser_names
+        from aworld_train.rollout.tokens.calls.registry import AUTO, TEMPLATE, parser_names
 
         if value not in (AUTO, TEMPLATE) and value not in parser_names():
             raise ValueError(

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from aworld_train.core.errors import ConfigError
 from aworld_train.rollout.episodes.settings import RolloutSettings
-from aworld_train.rollout.tokens.chat import renderer_for
-from aworld_train.rollout.tokens.stops import stop_token_ids
+from aworld_train.rollout.tokens.templates.renderer import renderer_for
+from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
 AS_USER_FIX = (
     "set rollout.tool_results_as_user: true to write tool results as user turns (how models without a "

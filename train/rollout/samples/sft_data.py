@@ -22,8 +22,8 @@ from typing import Any
 from aworld_train.core.errors import DatasetError
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.rollout.policies.client import Generation
-from aworld_train.rollout.tokens.chat import ChatRenderer
 from aworld_train.rollout.tokens.ledger import TokenLedger
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 

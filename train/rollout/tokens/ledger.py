@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aworld_train.rollout.policies.client import Generation
-from aworld_train.rollout.tokens.chat import ChatRenderer, Message, content_text
+from aworld_train.rollout.tokens.templates.renderer import ChatRenderer, Message, content_text
 
 # The version of a token no policy sampled (mask 0), or that its engine did not report; AReaL's
 # own workflows mark such tokens -1 too.

@@ -379,7 +379,7 @@ def serve(model: str, port: int, host: str, max_len: int | None, events: Path | 
 
     from aworld_train.rollout.policies.local import LocalPolicy
     from aworld_train.rollout.policies.models import load_tokenizer, resolve_model_path
-    from aworld_train.rollout.tokens.stops import stop_token_ids
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     if threads > 0:
         torch.set_num_threads(threads)

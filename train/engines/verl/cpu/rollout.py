@@ -61,7 +61,7 @@ class AWorldCPUServer:
 
         from aworld_train.rollout.policies.local import LocalPolicy
         from aworld_train.rollout.policies.models import load_tokenizer
-        from aworld_train.rollout.tokens.stops import stop_token_ids
+        from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()

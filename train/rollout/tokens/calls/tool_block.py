@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ToolParser
-from aworld_train.rollout.tokens.tool_parser import get_parser
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ToolParser
+from aworld_train.rollout.tokens.calls.registry import get_parser
 
 
 def tool_call_text(name: str, arguments: Any) -> str:
@@ -81,7 +81,13 @@ def tool_block(tools: list[dict[str, Any]], style: str = "hermes", writer: ToolP
 
 def deepseek_tool_block(tools: list[dict[str, Any]]) -> str:
     """DeepSeek-V3.1's template ignores `tools=`; its model calls tools with its own tokens."""
-    from aworld_train.rollout.tokens.parsers.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
+    from aworld_train.rollout.tokens.calls.parsers.deepseek import (
+        CALL_BEGIN,
+        CALL_END,
+        CALLS_BEGIN,
+        CALLS_END,
+        SEP,
+    )
 
     specs = []
     for tool in tools:

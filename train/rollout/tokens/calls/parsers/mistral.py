@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import (
+from aworld_train.rollout.tokens.calls.parsers.base import (
     ParsedCall,
     ParseResult,
     call_from_object,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, register
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ParseResult, register
 
 START, END = "<|tool_call_start|>", "<|tool_call_end|>"
 

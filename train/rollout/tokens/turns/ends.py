@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_train.rollout.tokens.call_frame import common_suffix
-from aworld_train.rollout.tokens.frame_derivation import (
+from aworld_train.rollout.tokens.calls.derivation import (
     ANSWER,
     CONTENT,
     NAMES,
@@ -25,6 +24,7 @@ from aworld_train.rollout.tokens.frame_derivation import (
     call_message,
     probe_tools,
 )
+from aworld_train.rollout.tokens.calls.frame import common_suffix
 
 _NEXT = "zqnext"
 

@@ -1,7 +1,7 @@
 """The native tool-call formats, one module each; importing this package registers them all
-(`aworld_train.rollout.tokens.tool_parser.get_parser`)."""
+(`aworld_train.rollout.tokens.calls.registry.get_parser`)."""
 
-from aworld_train.rollout.tokens.parsers import (  # noqa: F401
+from aworld_train.rollout.tokens.calls.parsers import (  # noqa: F401
     deepseek,
     glm,
     granite,

@@ -17,11 +17,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from aworld_train.rollout.tokens.call_format import CallFormat, resolve
-from aworld_train.rollout.tokens.families import detect_family
-from aworld_train.rollout.tokens.frame_derivation import probe_tools
-from aworld_train.rollout.tokens.tool_block import example_call, example_call_text, tool_block
-from aworld_train.rollout.tokens.tool_parser import (
+from aworld_train.rollout.tokens.calls.derivation import probe_tools
+from aworld_train.rollout.tokens.calls.registry import (
     AUTO,
     TEMPLATE,
     ParsedCall,
@@ -29,6 +26,9 @@ from aworld_train.rollout.tokens.tool_parser import (
     get_parser,
     parser_names,
 )
+from aworld_train.rollout.tokens.calls.resolution import CallFormat, resolve
+from aworld_train.rollout.tokens.calls.tool_block import example_call, example_call_text, tool_block
+from aworld_train.rollout.tokens.templates.families import detect_family
 
 Message = dict[str, Any]
 
@@ -100,7 +100,7 @@ class ChatRenderer:
     (some templates render a result only with it). `tool_results_problem` says why a template
     cannot carry tool results (it drops or refuses them), or is None; with
     `tool_results_as_user` they are written as user turns instead. `calls` is the call format
-    of `tool_parser` (`rollout/tokens/call_format.py`), resolved once per template.
+    of `tool_parser` (`rollout/tokens/calls/resolution.py`), resolved once per template.
     """
 
     def __init__(

@@ -11,12 +11,12 @@ def stop_token_ids(tokenizer, chat_template: str | None = None) -> list[int]:
     """Ids that end an assistant turn, never a token that occurs inside one.
 
     The model folder's `generation_config.json` eos ids and the tokenizer's eos, the tokens the
-    chat template writes to end an answer turn and a call turn (`rollout/tokens/turn_ends.py`), and the
+    chat template writes to end an answer turn and a call turn (`rollout/tokens/turns/ends.py`), and the
     other turn ends of the template's family (GLM ends a turn with the next role token, gpt-oss
     with <|return|> or <|call|>); less every token the template writes inside a turn and the
     family's in-turn tokens (<|end|> closes each gpt-oss reasoning message).
     """
-    from aworld_train.rollout.tokens.families import GENERIC, detect_family
+    from aworld_train.rollout.tokens.templates.families import GENERIC, detect_family
 
     template = chat_template or getattr(tokenizer, "chat_template", None)
     family = detect_family(template if isinstance(template, str) else None)
@@ -38,10 +38,10 @@ def stop_token_ids(tokenizer, chat_template: str | None = None) -> list[int]:
 
 
 def template_turn_ends(tokenizer, chat_template: str | None = None):
-    """The chat template's turn ends and in-turn tokens (`rollout/tokens/turn_ends.py`), read once per
+    """The chat template's turn ends and in-turn tokens (`rollout/tokens/turns/ends.py`), read once per
     template and vocabulary."""
-    from aworld_train.rollout.tokens.chat import ChatRenderer
-    from aworld_train.rollout.tokens.turn_ends import TurnEnds, turn_ends
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.ends import TurnEnds, turn_ends
 
     template = chat_template or getattr(tokenizer, "chat_template", None)
     if not isinstance(template, str):

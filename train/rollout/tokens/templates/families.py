@@ -5,7 +5,7 @@ gives what rendering alone cannot tell: the tool-call parser, the tokens that en
 turn beyond the one the template writes after it, the tokens that occur inside one turn (never
 stop ids), the form of tool-call ids the template demands, and the tool prompt to write when the
 template ignores `tools=`. Everything else (tool support, a system role, tool results carried)
-is probed by rendering (`rollout/tokens/chat.py`).
+is probed by rendering (`rollout/tokens/templates/renderer.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_train.rollout.tokens.tool_parser import ParsedCall
+from aworld_train.rollout.tokens.calls.registry import ParsedCall
 
 _ALPHANUMERIC_9 = re.compile(r"^[A-Za-z0-9]{9}$")
 _KIMI_ID = re.compile(r"^functions\.[^:\s]+:\d+$")

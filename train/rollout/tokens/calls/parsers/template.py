@@ -1,5 +1,5 @@
-"""`template`: the call format learned from the model's own chat template (`rollout/tokens/call_frame.py`,
-`rollout/tokens/frame_derivation.py`). It exists per template, so it is made by `rollout/tokens/call_format.py`
+"""`template`: the call format learned from the model's own chat template (`rollout/tokens/calls/frame.py`,
+`rollout/tokens/calls/derivation.py`). It exists per template, so it is made by `rollout/tokens/calls/resolution.py`
 from a renderer rather than by name from the registry."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_train.rollout.tokens.call_frame import CallFrame
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult
+from aworld_train.rollout.tokens.calls.frame import CallFrame
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ParseResult
 
 NAME = "template"
 

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import (
+from aworld_train.rollout.tokens.calls.parsers.base import (
     ParsedCall,
     ParseResult,
     calls_from_blocks,

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aworld_train.rollout.tokens.call_frame import common_prefix, common_suffix
-from aworld_train.rollout.tokens.frame_derivation import (
+from aworld_train.rollout.tokens.calls.derivation import (
     ANSWER,
     NAMES,
     ONE,
@@ -29,6 +28,7 @@ from aworld_train.rollout.tokens.frame_derivation import (
     call_message,
     turn_body,
 )
+from aworld_train.rollout.tokens.calls.frame import common_prefix, common_suffix
 
 # what opens a call's arguments, trimmed from a forced opening so that the policy writes them whole
 # (a forced `{` would also split the tokens it usually writes as one, such as `{"`)

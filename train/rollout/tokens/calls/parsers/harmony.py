@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, json_arguments, register
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ParseResult, json_arguments, register
 
 START, CHANNEL, CONSTRAIN, MESSAGE = "<|start|>", "<|channel|>", "<|constrain|>", "<|message|>"
 END, CALL, RETURN = "<|end|>", "<|call|>", "<|return|>"

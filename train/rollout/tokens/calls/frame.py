@@ -5,7 +5,7 @@ A turn with calls is `content` then `block_open`, the calls (each `pieces` with 
 `sep` between them) and `block_close` (or the block first and the content after it, where the
 template writes it so). The arguments are one object in a `ValueSyntax` (JSON, Python's repr, a
 dialect), or a list of `Params` (`open KEY mid VALUE close`, XML-like). The frame is learned from
-the template's renderings (`rollout/tokens/frame_derivation.py`); this module reads sampled text with it
+the template's renderings (`rollout/tokens/calls/derivation.py`); this module reads sampled text with it
 (`parse`) and writes calls the way the template does (`format`).
 
 Whitespace between the frame's literal parts is not binding when reading (a model may drop or add
@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aworld_train.rollout.tokens.parsers.base import ParsedCall, ParseResult, parameter_types
-from aworld_train.rollout.tokens.value_syntax import JSON, ValueSyntax
+from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ParseResult, parameter_types
+from aworld_train.rollout.tokens.calls.values import JSON, ValueSyntax
 
 HoleKind = Literal["name", "id", "index", "args"]
 ValueKind = Literal["string", "number", "boolean", "object", "array", "null"]

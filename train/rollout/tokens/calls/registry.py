@@ -2,18 +2,18 @@
 
 Each parser turns the text of one assistant turn into the calls AWorld receives (`parse`) and
 back (`format`: the text the model writes for those calls). The formats are in
-`rollout/tokens/parsers/`, one module each; `parser_names()` lists them. Besides their names,
+`rollout/tokens/calls/parsers/`, one module each; `parser_names()` lists them. Besides their names,
 `rollout.tool_parser` takes `auto` (the family's parser where it reads the chat template's own
 calls, else the one derived from the template) and `template` (the derived one); those are
-resolved per template by `rollout/tokens/call_format.py`.
+resolved per template by `rollout/tokens/calls/resolution.py`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import aworld_train.rollout.tokens.parsers  # noqa: F401  (its modules register themselves)
-from aworld_train.rollout.tokens.parsers.base import REGISTRY, ParsedCall, ParseResult, ToolParser
+import aworld_train.rollout.tokens.calls.parsers  # noqa: F401  (its modules register themselves)
+from aworld_train.rollout.tokens.calls.parsers.base import REGISTRY, ParsedCall, ParseResult, ToolParser
 
 __all__ = [
     "AUTO",
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 AUTO = "auto"
-TEMPLATE = "template"  # the parser derived from the chat template (rollout/tokens/call_format.py)
+TEMPLATE = "template"  # the parser derived from the chat template (rollout/tokens/calls/resolution.py)
 
 
 def parser_names() -> list[str]:

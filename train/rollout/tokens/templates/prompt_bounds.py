@@ -13,7 +13,7 @@ import math
 import weakref
 from typing import Any
 
-from aworld_train.rollout.tokens.chat import content_text
+from aworld_train.rollout.tokens.templates.renderer import content_text
 
 _LONGEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

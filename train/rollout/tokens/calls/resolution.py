@@ -2,7 +2,7 @@
 
 `rollout.tool_parser: auto` takes the parser of the template's family where it reads the
 template's rendering of probe calls, else the parser derived from the template
-(`rollout/tokens/frame_derivation.py`); `template` takes the derived one; a parser's name takes that
+(`rollout/tokens/calls/derivation.py`); `template` takes the derived one; a parser's name takes that
 parser. Whichever it is must read the template's own calls back: a format no parser reads is a
 `problem`, and the run is refused before any model loads with the template's rendering of a probe
 call and the fix. At run time a turn that writes the template's call marker but parses to no call
@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_train.rollout.tokens.call_frame import find_literal
-from aworld_train.rollout.tokens.frame_derivation import (
+from aworld_train.rollout.tokens.calls.derivation import (
     ANSWER,
     CONTENT,
     NAMES,
@@ -32,9 +31,10 @@ from aworld_train.rollout.tokens.frame_derivation import (
     probe_tools,
     turn_body,
 )
-from aworld_train.rollout.tokens.parsers.base import ParseResult, ToolParser
-from aworld_train.rollout.tokens.parsers.template import TemplateParser
-from aworld_train.rollout.tokens.tool_parser import AUTO, TEMPLATE, get_parser, parser_names
+from aworld_train.rollout.tokens.calls.frame import find_literal
+from aworld_train.rollout.tokens.calls.parsers.base import ParseResult, ToolParser
+from aworld_train.rollout.tokens.calls.parsers.template import TemplateParser
+from aworld_train.rollout.tokens.calls.registry import AUTO, TEMPLATE, get_parser, parser_names
 
 
 @dataclass(frozen=True)

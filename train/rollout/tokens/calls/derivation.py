@@ -1,4 +1,4 @@
-"""Learn a chat template's tool-call frame (`rollout/tokens/call_frame.py`) from its own renderings.
+"""Learn a chat template's tool-call frame (`rollout/tokens/calls/frame.py`) from its own renderings.
 
 The template is asked to render assistant turns made of sentinels: one call, two parallel calls,
 typed arguments (string, number, object, list, boolean), content beside the calls, and, where the
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aworld_train.rollout.tokens.call_frame import (
+from aworld_train.rollout.tokens.calls.frame import (
     TAGS,
     CallFrame,
     Hole,
@@ -27,7 +27,7 @@ from aworld_train.rollout.tokens.call_frame import (
     read_params,
     value_kind,
 )
-from aworld_train.rollout.tokens.value_syntax import JSON, PYTHON, ValueSyntax, find_value
+from aworld_train.rollout.tokens.calls.values import JSON, PYTHON, ValueSyntax, find_value
 
 NAMES = ("zqfnone", "zqfntwo")
 ONE = {"zqks": "zqvs"}

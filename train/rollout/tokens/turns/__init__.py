@@ -1,0 +1,2 @@
+"""Where an assistant turn ends: the template's turn-end text (ends) and the ids sampling stops on
+(stops)."""
