@@ -88,7 +88,7 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
         "model": "embedded:smollm2-135m",
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": args.group, "lr": 1e-5, "max_staleness": staleness},
-        "rollout": {"max_new_tokens": 8, "max_turns": 3, "tool_block": "never", "concurrency": 64},
+        "rollout": {"max_new_tokens": 8, "max_assistant_turns": 3, "tool_block": "never", "concurrency": 64},
         "data": {"batch_size": args.batch},
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {

@@ -187,7 +187,9 @@ async def bench(args, out: Path) -> int:
     agent = ProcessAgent(name="edges", command=[sys.executable, __file__, "--agent"], env={OUT: str(out)})
 
     def runtime(budget: int) -> RolloutRuntime:
-        cfg = RolloutSettings(max_turns=256, tool_block="never", max_total_tokens=budget, concurrency=64)
+        cfg = RolloutSettings(
+            max_assistant_turns=256, tool_block="never", max_total_tokens=budget, concurrency=64
+        )
         return RolloutRuntime(
             policy, ChatRenderer(tokenizer, tool_block="never"), stop_token_ids(tokenizer), cfg
         )

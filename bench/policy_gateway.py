@@ -122,7 +122,7 @@ class InProcessAgent:
 
         return [AgentRole("bench_agent")]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         return _InProcessRun(endpoint, self.calls)
 
 
@@ -178,7 +178,7 @@ async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer)
         tokenizer, script(tokenizer, calls), tokenizer.convert_tokens_to_ids("<|im_end|>")
     )
     rollout = RolloutSettings(
-        concurrency=concurrency, max_turns=calls + 1, tool_block="never", max_new_tokens=64
+        concurrency=concurrency, max_assistant_turns=calls + 1, tool_block="never", max_new_tokens=64
     )
     runtime = RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block="never"), stops, rollout)
     tasks = [Task(f"t{i}", [f"Task {i}: what is 6 * 7?"]) for i in range(episodes)]

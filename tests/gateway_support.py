@@ -32,7 +32,7 @@ class SDKAgent:
     def roles(self) -> list[AgentRole]:
         return [AgentRole("sdk_agent")]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         return SDKRun(self.body, self.client, endpoint)
 
 

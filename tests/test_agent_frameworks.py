@@ -105,7 +105,7 @@ async def test_each_framework_trains_unchanged_with_an_exact_record(
 ):
     policy = CalculatorScript(tokenizer, im_end)
     agent = framework_agent(framework, calculator_server.url)
-    traj = await Episode(agent, TASK, make_runtime(policy, max_turns=8), REWARD).run()
+    traj = await Episode(agent, TASK, make_runtime(policy, max_assistant_turns=8), REWARD).run()
     assert traj.status == "ok", traj.error
     assert traj.reward == 1.0 and "1776" in traj.final_answer
     assert_exact(traj, policy)

@@ -303,7 +303,7 @@ async def test_scripted_agents_that_solve_known_items_get_reward_1(
     items = [3, 130, 200, 430]  # depth 1, 2, 2 and 3 goals: 2, 3, 7 and 12 actions
     tasks = [Task(f"textcraft_{i}", [f"Item {i}: {textcraft.TextCraftWorld().reset(i)}"]) for i in items]
     policy = ScriptedPolicy(tokenizer, _solver(tokenizer, _item_of_prompt), im_end)
-    runtime = make_runtime(policy, max_turns=20, concurrency=4, max_total_tokens=8192)
+    runtime = make_runtime(policy, max_assistant_turns=20, concurrency=4, max_total_tokens=8192)
     trajs = await run_episodes(agentgym_spec, tasks, runtime, REWARD)
     for item, traj in zip(items, trajs, strict=True):
         assert traj.status == "ok", traj.error
@@ -336,7 +336,7 @@ async def test_a_killed_environment_server_ends_the_episode_as_tool_server_down(
             return f"<tool_call>\n{payload}\n</tool_call>"
 
         policy = ScriptedPolicy(tokenizer, step, im_end)
-        runtime = make_runtime(policy, max_turns=5, tool_timeout_s=30, episode_timeout_s=60)
+        runtime = make_runtime(policy, max_assistant_turns=5, tool_timeout_s=30, episode_timeout_s=60)
         traj = await Episode(spec, Task("textcraft_3", ["Item 3"]), runtime, REWARD).run()
         assert killed.is_set() and traj.tool_calls[0].result == "Got 1 birch logs"
         assert traj.status == "tool_server_down" and not traj.trainable(), traj.error

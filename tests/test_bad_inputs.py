@@ -62,9 +62,9 @@ CASES = [
     ("unknown backend", lambda t: {"config": {"backend": "vrl"}}, ConfigError, r"unknown backend 'vrl'"),
     (
         "unknown key",
-        lambda t: {"config": {"rollout": {"max_turn": 3}}},
+        lambda t: {"config": {"rollout": {"max_assistant_turn": 3}}},
         ConfigError,
-        r"did you mean 'max_turns'",
+        r"did you mean 'max_assistant_turns'",
     ),
     (
         "bad value",
@@ -412,7 +412,7 @@ CLI_CASES = [
     ("toolbench_ratio", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", TOOLBENCH_QUERY), "--split", "--train_ratio", "1.5"], r"--train_ratio must be between 0 and 1"),
     ("toolbench_not_a_list", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", '{"query": "q"}')], r"holds a dict, not a list of records with query, query_id and api_list: give a StableToolBench query file"),
     ("toolbench_bad_record", lambda t: ["data", "toolbench", "--input", _file(t, "q.json", "[1]")], r"record 0 is a int, not an object with query and api_list; fix that record or leave it out"),
-    ("config_key_twice", lambda t: ["run", _file(t, "twice.yaml", "rollout:\n  max_turns: 2\n  max_turns: 8\n")], r"is not valid YAML \(line 3, column 3: key 'max_turns' appears twice in one mapping \(line 2, then line 3\); keep one\): fix it there"),
+    ("config_key_twice", lambda t: ["run", _file(t, "twice.yaml", "rollout:\n  max_assistant_turns: 2\n  max_assistant_turns: 8\n")], r"is not valid YAML \(line 3, column 3: key 'max_assistant_turns' appears twice in one mapping \(line 2, then line 3\); keep one\): fix it there"),
     ("agent_yaml_key_twice", lambda t: ["run", CALC, f"agent={_file(t, 'agent.yaml', 'name: a' + chr(10) + 'name: b' + chr(10))}"], r"agent YAML .* is not valid YAML \(line 2, column 1: key 'name' appears twice"),
     ("swarm_names_twice", lambda t: ["run", CALC, f"agent={_file(t, 'team.yaml', 'name: t' + chr(10) + 'kind: workflow' + chr(10) + 'agents: [{name: a}, {name: a}]' + chr(10) + 'topology: [a]' + chr(10))}"], r"agent: agent names must be unique in a swarm; a appear twice: give each agent a name of its own$"),
     ("ray_address_env", lambda t: ["run", VERL_CPU], r"RAY_ADDRESS \(read as trainer.ray_address\): 'head-node:ray' is not a Ray address: give the head node's host:port .*; or unset it"),

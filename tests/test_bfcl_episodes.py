@@ -83,7 +83,7 @@ def distinct_entries(count: int) -> list[str]:
 
 async def test_held_back_function_reaches_the_agent_at_its_turn(tokenizer, im_end, bfcl_spec, make_runtime):
     policy = replaying_policy(tokenizer, im_end, [MISS])
-    runtime = make_runtime(policy, tool_block="auto", max_turns=8, max_total_tokens=32768)
+    runtime = make_runtime(policy, tool_block="auto", max_assistant_turns=8, max_total_tokens=32768)
     traj = await Episode(bfcl_spec, task(MISS), runtime, REWARD).run()
     assert traj.status == "ok" and traj.reward == 1.0, (traj.error, traj.reward_extras)
     sort_call = next(c for c in traj.tool_calls if c.name == "sort")
@@ -99,7 +99,9 @@ async def test_50_concurrent_episodes_on_different_entries_keep_their_state(
 ):
     entry_ids = distinct_entries(50)
     policy = replaying_policy(tokenizer, im_end, entry_ids)
-    runtime = make_runtime(policy, concurrency=50, max_turns=12, episode_timeout_s=600, tool_timeout_s=120)
+    runtime = make_runtime(
+        policy, concurrency=50, max_assistant_turns=12, episode_timeout_s=600, tool_timeout_s=120
+    )
     trajs = await run_episodes(bfcl_spec, [task(e) for e in entry_ids], runtime, REWARD)
     assert [t.status for t in trajs] == ["ok"] * 50, [t.error for t in trajs if t.status != "ok"]
     assert [t.reward for t in trajs] == [1.0] * 50, [

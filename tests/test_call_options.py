@@ -57,7 +57,7 @@ class CallsAgent:
     def roles(self) -> list[AgentRole]:
         return [AgentRole("agent", mcp_servers=list(self.mcp_config.get("mcpServers") or {}))]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         return self
 
     async def turn(self, user_turn: int, text: str) -> str | None:

@@ -31,9 +31,9 @@ def test_the_asynchronous_example_renders_with_its_switch_and_its_slow_tool():
 
 
 def test_bad_config_key_is_a_clear_error_not_a_traceback():
-    out = run("render", "examples/calculator/grpo_local.yaml", "rollout.max_turn=3")
+    out = run("render", "examples/calculator/grpo_local.yaml", "rollout.max_assistant_turn=3")
     assert out.returncode == 2
-    assert "did you mean 'max_turns'" in out.stderr and "Traceback" not in out.stderr
+    assert "did you mean 'max_assistant_turns'" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_unknown_env_server():

@@ -16,7 +16,7 @@ def test_defaults_match_the_design():
 
 def test_yaml_and_cli_overrides(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"algorithm": {"lr": 3e-6}, "rollout": {"max_turns": 2}}))
+    path.write_text(yaml.safe_dump({"algorithm": {"lr": 3e-6}, "rollout": {"max_assistant_turns": 2}}))
     cfg = load_config(
         path,
         [
@@ -27,13 +27,13 @@ def test_yaml_and_cli_overrides(tmp_path):
         ],
     )
     assert cfg.algorithm.lr == 3e-6 and cfg.algorithm.group_size == 8
-    assert cfg.rollout.max_turns == 2 and cfg.rollout.temperature == 0.5
+    assert cfg.rollout.max_assistant_turns == 2 and cfg.rollout.temperature == 0.5
     assert cfg.verl == {"trainer": {"n_gpus_per_node": 8}}
     assert cfg.data.train == "x.jsonl"
 
 
 def test_render_round_trips():
-    cfg = load_config({"rollout": {"max_turns": 7}, "areal": {"a": 1}})
+    cfg = load_config({"rollout": {"max_assistant_turns": 7}, "areal": {"a": 1}})
     again = load_config(yaml.safe_load(cfg.render()))
     assert again == cfg
 
@@ -73,3 +73,11 @@ def test_config_file_errors(tmp_path):
 def test_model_instance_is_accepted():
     cfg = TrainConfig(backend="local")
     assert load_config(cfg, ["trainer.steps=3"]).trainer.steps == 3
+
+
+def test_the_old_name_of_max_assistant_turns_is_read_with_a_warning_naming_the_new_one():
+    with pytest.warns(FutureWarning, match=r"rollout.max_turns is now rollout.max_assistant_turns"):
+        cfg = load_config(None, ["rollout.max_turns=5"])
+    assert cfg.rollout.max_assistant_turns == 5
+    with pytest.raises(ConfigError, match="max_turns=5 and max_assistant_turns=3 are one setting"):
+        load_config({"rollout": {"max_turns": 5, "max_assistant_turns": 3}})

@@ -216,7 +216,10 @@ async def test_malformed_calls_and_failures_leave_the_batch_intact(
 async def test_max_turns_stops_the_agent(tokenizer, im_end, plain_spec, make_runtime):
     policy = ScriptedPolicy(tokenizer, lambda ids: call("calculate", '{"expression": "1 + 1"}'), im_end)
     traj = await Episode(
-        plain_spec, Task("t", ["What is 1 + 1?"], ground_truth=2), make_runtime(policy, max_turns=2), REWARD
+        plain_spec,
+        Task("t", ["What is 1 + 1?"], ground_truth=2),
+        make_runtime(policy, max_assistant_turns=2),
+        REWARD,
     ).run()
     assert traj.status == "max_turns"
     assert traj.num_turns == 2 and len(policy.generations) == 2

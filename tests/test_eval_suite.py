@@ -178,7 +178,7 @@ def test_two_local_checkpoints_under_fixed_seeds(tmp_path, tiny_model_dir, calcu
             f"model={tiny_model_dir}",
             "env=[]",
             "rollout.max_new_tokens=6",
-            "rollout.max_turns=1",
+            "rollout.max_assistant_turns=1",
             "rollout.episode_timeout_s=60",
             f"eval.checkpoints={json.dumps([str(tiny_model_dir), str(run)])}",
             "eval.k=2",

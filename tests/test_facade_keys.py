@@ -153,3 +153,17 @@ def test_what_an_engine_cannot_honour_is_refused_naming_its_limit(tmp_path):
     with pytest.raises(ConfigError, match=r"algorithm.mini_batches=3 does not divide data.batch_size=4"):
         odd = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "mini_batches": 3}, "backend": "verl"}
         trainer_for(tmp_path / "odd", odd).render()
+    for backend, native in (("verl", "actor_rollout_ref.rollout.name"), ("areal", "allocation_mode")):
+        vllm = {**SETTINGS, "rollout": {"engine": "vllm"}, "backend": backend}
+        with pytest.raises(ConfigError, match=rf"rollout.engine: vllm .* backend {backend} .*{native}"):
+            trainer_for(tmp_path / f"vllm-{backend}", vllm)
+
+
+def test_each_engine_declares_what_it_can_do():
+    from aworld_train.engines import get_engine
+
+    capabilities = {name: get_engine(name).capabilities for name in ("local", "verl", "areal")}
+    assert {name for name, c in capabilities.items() if c.sft} == {"local", "verl"}
+    assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local"}
+    with pytest.raises(ConfigError, match="sft.backend: areal does not fine-tune; use local or verl"):
+        get_engine("areal").sft(None, None, None)

@@ -121,7 +121,7 @@ def test_one_grpo_step_parses_and_trains_the_familys_tool_calls(tmp_path, monkey
         "model": str(model_dir),
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": 2, "lr": 1e-2},
-        "rollout": {"max_new_tokens": 128, "max_turns": 3, "temperature": 1.0, "concurrency": 1},
+        "rollout": {"max_new_tokens": 128, "max_assistant_turns": 3, "temperature": 1.0, "concurrency": 1},
         "data": {"batch_size": 1},
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {"steps": 1, "save_every": 1, "eval_every": 0, "run_dir": str(run), "log_trajectories": 2},

@@ -139,7 +139,7 @@ async def test_an_episode_that_uses_the_tools_right_scores_one(
         return f"The answer is {turns[turn]['answer']}."
 
     spec = load_agent_spec(build_agent(url=four_tools_server.url))
-    runtime = make_runtime(ScriptedPolicy(tokenizer, step, im_end), max_turns=3)
+    runtime = make_runtime(ScriptedPolicy(tokenizer, step, im_end), max_assistant_turns=3)
     result = await Episode(spec, task, runtime, REWARD).run()
     assert result.status == "ok", result.error
     assert [c.name for c in result.tool_calls] == ["weather_query", "calculator"]

@@ -73,7 +73,7 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
     assert TOKEN not in spec.to_yaml()
     tasks = load_tasks(load_gaia(SAMPLE))
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
-    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_turns=4,
+    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     report = await evaluate(runner, policy, tasks, show_progress=False)
 

@@ -71,7 +71,7 @@ async def test_the_gaia_agent_runs_episodes_through_the_container(container, tok
     spec = load_agent_spec(build_agent(url=container.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
     tasks = load_tasks(load_gaia(SAMPLE))
-    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_turns=4,
+    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
     report = await evaluate(runner, policy, tasks, show_progress=False)
@@ -217,7 +217,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
             "algorithm.group_size=2",
             "algorithm.lr=1.0e-4",
             "data.batch_size=2",
-            "rollout.max_turns=2",
+            "rollout.max_assistant_turns=2",
             "rollout.max_new_tokens=48",
             # the taught call's shape is near certain at this temperature; its digits stay a toss-up
             "rollout.temperature=0.3",

@@ -205,7 +205,7 @@ async def test_a_streamed_anthropic_tool_use_carries_its_input(tokenizer, im_end
         ) as stream:
             got["message"] = await stream.get_final_message()
 
-    await Episode(SDKAgent(body, anthropic_client), TASK, make_runtime(policy, max_turns=1)).run()
+    await Episode(SDKAgent(body, anthropic_client), TASK, make_runtime(policy, max_assistant_turns=1)).run()
     message = got["message"]
     assert message.stop_reason == "tool_use"
     assert [(b.type, b.name, b.input) for b in message.content] == [

@@ -63,7 +63,7 @@ async def test_concurrent_calls_on_one_session_each_train_after_their_own_prompt
 ):
     """200 calls at once on one session, and 64 sessions with 4 calls at once each."""
     policy = tagged_policy(tokenizer, im_end)
-    runtime = make_runtime(policy, max_turns=256, concurrency=64)
+    runtime = make_runtime(policy, max_assistant_turns=256, concurrency=64)
     made: dict[str, dict] = {}
 
     def agent(name: str, count: int) -> SDKAgent:
@@ -359,7 +359,7 @@ class InProcess:
 
         return [AgentRole("inside")]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         body = self.body
 
         class Run:

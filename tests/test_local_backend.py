@@ -15,7 +15,12 @@ def config(tmp_path, model_dir, steps):
         "model": str(model_dir),
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": 2, "lr": 1e-4},
-        "rollout": {"max_new_tokens": 6, "max_turns": 2, "tool_block": "never", "train_on_malformed": True},
+        "rollout": {
+            "max_new_tokens": 6,
+            "max_assistant_turns": 2,
+            "tool_block": "never",
+            "train_on_malformed": True,
+        },
         "data": {"batch_size": 2},
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {

@@ -17,7 +17,7 @@ class Team:
     def roles(self) -> list[AgentRole]:
         return [AgentRole("planner"), AgentRole("solver")]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         self.endpoint = endpoint
         return self
 

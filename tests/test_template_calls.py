@@ -174,7 +174,7 @@ class _Agent:
     def roles(self):
         return [AgentRole("agent")]
 
-    def start(self, endpoint, episode_id, task, max_turns):
+    def start(self, endpoint, episode_id, task, max_assistant_turns):
         return _Run(endpoint)
 
 

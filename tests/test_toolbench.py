@@ -201,7 +201,7 @@ def tasks(rows_file):
 
 async def test_right_apis_and_finish_score_the_full_reward(tokenizer, im_end, spec, tasks, make_runtime):
     task = next(t for t in tasks if t.id == "G1_sample-103")  # two APIs, the second uses the first's answer
-    runtime = make_runtime(scripted(tokenizer, im_end, tasks), tool_block="auto", max_turns=6)
+    runtime = make_runtime(scripted(tokenizer, im_end, tasks), tool_block="auto", max_assistant_turns=6)
     traj = await Episode(spec, task, runtime, REWARD).run()
     assert traj.status == "ok", traj.error
     assert [c.name for c in traj.tool_calls] == [
@@ -229,7 +229,9 @@ async def test_right_apis_and_finish_score_the_full_reward(tokenizer, im_end, sp
 
 async def test_an_erroring_agent_gets_the_penalty(tokenizer, im_end, spec, tasks, make_runtime):
     task = next(t for t in tasks if t.id == "G1_sample-102")
-    runtime = make_runtime(scripted(tokenizer, im_end, tasks, wrong=True), tool_block="auto", max_turns=6)
+    runtime = make_runtime(
+        scripted(tokenizer, im_end, tasks, wrong=True), tool_block="auto", max_assistant_turns=6
+    )
     traj = await Episode(spec, task, runtime, REWARD).run()
     assert traj.status == "ok", traj.error
     assert [c.error for c in traj.tool_calls] == [True, True, False], [c.result for c in traj.tool_calls]
@@ -245,7 +247,7 @@ async def test_64_concurrent_episodes_keep_to_their_tasks(
     runtime = make_runtime(
         scripted(tokenizer, im_end, tasks),
         tool_block="auto",
-        max_turns=6,
+        max_assistant_turns=6,
         concurrency=64,
         episode_timeout_s=300,
     )
@@ -272,7 +274,7 @@ async def test_a_down_stabletoolbench_server_fails_the_episode(
     env = {"AWORLD_TRAIN_TOOLBENCH_TASKS": str(rows_file), "TOOLBENCH_SERVER_URL": dead}
     with start_server("toolbench", env=env) as server:
         spec = load_agent_spec(build_agent(url=server.url))
-        runtime = make_runtime(scripted(tokenizer, im_end, tasks), tool_block="auto", max_turns=6)
+        runtime = make_runtime(scripted(tokenizer, im_end, tasks), tool_block="auto", max_assistant_turns=6)
         traj = await Episode(spec, tasks[0], runtime, REWARD).run()
     assert traj.status == "tool_server_down", (traj.status, traj.error)
     assert "did not answer" in traj.error and traj.reward is None

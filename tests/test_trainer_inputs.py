@@ -53,8 +53,8 @@ def test_unknown_backend():
 
 
 def test_unknown_config_key_with_suggestion():
-    with pytest.raises(ConfigError, match="did you mean 'max_turns'"):
-        make(config={"rollout": {"max_turn": 3}})
+    with pytest.raises(ConfigError, match="did you mean 'max_assistant_turns'"):
+        make(config={"rollout": {"max_assistant_turn": 3}})
 
 
 def test_missing_prompt_or_ground_truth_columns():

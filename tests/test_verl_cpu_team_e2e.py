@@ -27,7 +27,7 @@ def start_run(tmp: Path) -> early_runs.Started:
         tmp,
         calculator_rows(4),
         "agent=aworld_train.agents.calculator_team:build_pipeline",
-        "rollout.max_turns=4",
+        "rollout.max_assistant_turns=4",
     )
 
 

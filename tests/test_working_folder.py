@@ -33,7 +33,7 @@ class LostPolicy:
 
 tokenizer = load_tokenizer("embedded:smollm2-135m")
 spec = load_agent_spec(build_agent(url=sys.argv[1]))
-cfg = RolloutSettings(tool_block="never", max_turns=2)
+cfg = RolloutSettings(tool_block="never", max_assistant_turns=2)
 renderer = ChatRenderer(tokenizer, tool_block="never")
 im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 ok = ScriptedPolicy(tokenizer, ["The answer is 4."], im_end)

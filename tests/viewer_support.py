@@ -24,7 +24,12 @@ def config(run_dir: Path, model_dir: Path) -> dict:
         "model": str(model_dir),
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": 3, "lr": 1e-4},
-        "rollout": {"max_new_tokens": 48, "max_turns": 3, "tool_block": "never", "train_on_malformed": True},
+        "rollout": {
+            "max_new_tokens": 48,
+            "max_assistant_turns": 3,
+            "tool_block": "never",
+            "train_on_malformed": True,
+        },
         "data": {"batch_size": 2},
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {

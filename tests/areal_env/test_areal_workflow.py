@@ -300,7 +300,10 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
     from aworld_train.rollout.samples.codec import group_advantages
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
-    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_turns": 4}}
+    config = {
+        "backend": "areal",
+        "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_assistant_turns": 4},
+    }
     run = trainer_for(tmp_path, config, agent="aworld_train.agents.calculator_team:build_pipeline").render()
     planned = iter(["2 * 3", "2 * 3", "2 * 4", "2 * 3"])  # the third planner gets it wrong
 

@@ -34,7 +34,12 @@ def local_config(
         "model": str(model_dir),
         "agent": agent,
         "algorithm": {"group_size": 2, "lr": 1e-3},
-        "rollout": {"max_new_tokens": 8, "max_turns": 2, "tool_block": "never", "train_on_malformed": True},
+        "rollout": {
+            "max_new_tokens": 8,
+            "max_assistant_turns": 2,
+            "tool_block": "never",
+            "train_on_malformed": True,
+        },
         "data": {"batch_size": 2},
         "reward": {"fn": DENSE_REWARD},
         "trainer": {

@@ -71,7 +71,7 @@ async def test_a_restarted_container_fails_the_episodes_in_flight_and_later_ones
 
     spec = load_agent_spec(build_agent(url=container.url, servers=TOOLS, authorization=TOKEN))
     tasks = load_tasks(load_gaia(SAMPLE))
-    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_turns=4,
+    runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     policy = HeldPolicy(ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end))
 

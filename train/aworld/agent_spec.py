@@ -63,12 +63,14 @@ class AgentSpec(SpecFile):
     def roles(self) -> list[AgentRole]:
         return [AgentRole(self.name, list(self.few_shot), list(self.mcp_servers))]
 
-    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AWorldRun:
+    def start(
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> AWorldRun:
         """The AWorld Agent for one episode: a spec is the rollout core's AgentDriver."""
-        return AWorldRun(self, endpoint, episode_id, task, max_turns)
+        return AWorldRun(self, endpoint, episode_id, task, max_assistant_turns)
 
     def build_run(
-        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
     ) -> tuple[Callable[[], Any], list[Any], LLMEndpoint]:
         """What gives each user turn of one episode its AWorld swarm (this agent alone), its agents,
         and the endpoint their calls go to."""
@@ -76,7 +78,7 @@ class AgentSpec(SpecFile):
 
         # a row's own system message is the episode's system prompt, as in verl's and AReaL's rows
         spec = self.model_copy(update={"system_prompt": task.system}) if task.system else self
-        llm = episode_llm(spec, episode_id, max_turns)
+        llm = episode_llm(spec, episode_id, max_assistant_turns)
         agent = build_agent(spec, llm=llm, episode_id=episode_id, task_id=task.id)
         return lambda: Swarm(agent), [agent], endpoint
 
@@ -295,7 +297,9 @@ def build_agent(
         raise AgentSpecError(f"agent {spec.name!r} cannot be rebuilt from its spec: {exc}") from exc
 
 
-def episode_llm(spec: AgentSpec, episode_id: str, max_turns: int, agent: str = "") -> dict[str, Any]:
+def episode_llm(
+    spec: AgentSpec, episode_id: str, max_assistant_turns: int, agent: str = ""
+) -> dict[str, Any]:
     """The engine's LLM fields of one agent in one episode: its calls go to our provider, which
     hands them to the episode (`agent` names it among a team's agents)."""
     from aworld_train.aworld import provider
@@ -305,7 +309,7 @@ def episode_llm(spec: AgentSpec, episode_id: str, max_turns: int, agent: str = "
         "llm_base_url": provider.episode_url(episode_id, agent),
         "llm_model_name": "aworld-train-policy",
         "llm_api_key": "not-used",
-        "max_steps": max_turns + 2,
+        "max_steps": max_assistant_turns + 2,
         # later user turns must see the earlier ones: AWorld keys history by task otherwise
         "memory_config": {**spec.agent_config.get("memory_config", {}), "history_scope": "session"},
     }
@@ -316,12 +320,16 @@ class AWorldRun:
     calls our provider routes to the episode (`provider.py`): `turn` runs a user turn, `release`
     forgets the episode."""
 
-    def __init__(self, spec: Any, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> None:
+    def __init__(
+        self, spec: Any, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> None:
         from aworld_train.aworld import install, provider
 
         install()
         self.episode_id = episode_id
-        self.swarm_for_turn, self.agents, endpoint = spec.build_run(endpoint, episode_id, task, max_turns)
+        self.swarm_for_turn, self.agents, endpoint = spec.build_run(
+            endpoint, episode_id, task, max_assistant_turns
+        )
         provider.attach(episode_id, endpoint)
 
     async def turn(self, user_turn: int, text: str) -> str | None:

@@ -110,11 +110,13 @@ class SwarmSpec(SpecFile):
         ordered = [self.first, *(agent for agent in self.agents if agent is not self.first)]
         return [AgentRole(a.name, list(a.few_shot), list(a.mcp_servers)) for a in ordered]
 
-    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AWorldRun:
-        return AWorldRun(self, endpoint, episode_id, task, max_turns)
+    def start(
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> AWorldRun:
+        return AWorldRun(self, endpoint, episode_id, task, max_assistant_turns)
 
     def build_run(
-        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
     ) -> tuple[Callable[[], Any], list[Any], LLMEndpoint]:
         """The swarm of one episode, every agent's calls to its own ledger, its agents, and the
         endpoint their calls go to (agents named by name, not id). AWorld builds a swarm's graph
@@ -127,7 +129,7 @@ class SwarmSpec(SpecFile):
         by_name = {agent.name: agent for agent in spec.agents}
         swarm, agents = build_swarm(
             spec,
-            lambda name: episode_llm(by_name[name], episode_id, max_turns, agent=name),
+            lambda name: episode_llm(by_name[name], episode_id, max_assistant_turns, agent=name),
             episode_id=episode_id,
             task_id=task.id,
         )

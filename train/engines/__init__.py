@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 
 from aworld_train.core.errors import ConfigError
+from aworld_train.engines.protocol import Capabilities, Engine
 from aworld_train.inputs.engine_names import ENGINE_MODULES, ENGINE_NAMES
-from aworld_train.inputs.run import Engine, NativeInputs, RenderedRun, RunInputs
+from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 
 def get_engine(name: str) -> Engine:
@@ -20,4 +21,4 @@ def get_engine(name: str) -> Engine:
     return importlib.import_module(ENGINE_MODULES[name]).ENGINE
 
 
-__all__ = ["ENGINE_NAMES", "Engine", "NativeInputs", "RenderedRun", "RunInputs", "get_engine"]
+__all__ = ["ENGINE_NAMES", "Capabilities", "Engine", "NativeInputs", "RenderedRun", "RunInputs", "get_engine"]

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 from aworld_train.core.errors import ConfigError, EngineFailed
 
 if TYPE_CHECKING:
+    from aworld_train.engines.protocol import Engine
     from aworld_train.env.supervisor import ServerSupervisor
-    from aworld_train.inputs.run import Engine, RenderedRun, RunInputs
+    from aworld_train.inputs.run import RenderedRun, RunInputs
 
 BLANK = (None, "", "auto", "???")
 # lines of a failed engine's log that its error shows

@@ -17,6 +17,7 @@ from aworld_train.core.errors import AgentSpecError, ConfigError, DatasetError
 from aworld_train.core.protocol import MissingVariable, resolve_env_refs, url_variable
 from aworld_train.core.validation import did_you_mean, http_url_problem
 from aworld_train.engines import Engine, RenderedRun, RunInputs, get_engine
+from aworld_train.engines.protocol import refuse_what_it_cannot
 from aworld_train.inputs.config import RolloutSettings, TrainConfig, load_config
 from aworld_train.inputs.dataset import load_tasks
 from aworld_train.inputs.dotenv_files import load_env_files
@@ -60,6 +61,7 @@ class AgentTrainer:
         cfg = self.config
         self.engine: Engine = get_engine(cfg.backend)
         self.engine.validate(cfg)
+        refuse_what_it_cannot(self.engine, cfg)
         native = self.engine.native_inputs(cfg)
         check_server_environments(cfg.env)
         self.spec: Spec = load_agent_spec(agent if agent is not None else cfg.agent)

@@ -375,7 +375,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(child, dict):
                 raise ConfigError(
                     f"override {text!r}: '{key}' is a value, not a section: write {key}=value, or "
-                    "override a key inside a section (rollout.max_turns=4)"
+                    "override a key inside a section (rollout.max_assistant_turns=4)"
                 )
             node = child
         node[keys[-1]] = value

@@ -1,4 +1,4 @@
-"""What every engine receives and implements.
+"""What every engine receives (the protocol it implements is engines/protocol.py).
 
 An engine never sees the facade: it gets a frozen `RunInputs` with everything the
 facade checked (config, agent spec, reward, tasks, run folder) and the common
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aworld_train.aworld.specs import Spec
@@ -57,27 +57,3 @@ class RenderedRun:
 
     def config_text(self) -> str:
         return self.config_path.read_text()
-
-
-class Engine(Protocol):
-    name: str
-
-    def native_inputs(self, config: TrainConfig) -> NativeInputs:
-        """What the config's native section for this engine supplies (reward, data files)."""
-        ...
-
-    def validate(self, config: TrainConfig) -> None:
-        """Refuse what the engine would refuse in its native section (unknown keys, settings it
-        cannot run with), before any model loads or server starts."""
-        ...
-
-    def render(self, inputs: RunInputs) -> RenderedRun | None:
-        """Write the run folder; None for an engine that needs none (local)."""
-        ...
-
-    def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
-        """Train to the end; a summary of the run."""
-        ...
-
-    # an engine that fine-tunes (local, verl) also has `sft(cfg, data: SFTData, run_dir,
-    # render_only=False) -> dict`, which `aworld-train sft` calls

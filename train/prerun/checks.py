@@ -110,9 +110,7 @@ def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> lis
         *([sampler(inputs)] if inputs.config.backend == "local" else []),
         *mcp_servers_answer(inputs, start_servers=run is None),
     ]
-    engine_checks = getattr(engine, "checks", None)
-    if engine_checks is not None:
-        checks.extend(engine_checks(inputs, run))
+    checks.extend(engine.checks(inputs, run))
     return checks
 
 

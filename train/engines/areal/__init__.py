@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aworld_train.engines.protocol import Capabilities, Engine
 from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 
-class ArealEngine:
+class ArealEngine(Engine):
     name = "areal"
+    capabilities = Capabilities()  # its rollouts are sampled by the inference server it drives
 
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()  # an `areal:` section never brings its own data or reward

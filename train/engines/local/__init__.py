@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aworld_train.engines.protocol import Capabilities, Engine
 from aworld_train.inputs.run import NativeInputs, RunInputs
 
 if TYPE_CHECKING:
@@ -12,8 +13,9 @@ if TYPE_CHECKING:
     from aworld_train.rollout.samples.sft_data import SFTData
 
 
-class LocalEngine:
+class LocalEngine(Engine):
     name = "local"
+    capabilities = Capabilities(sft=True, vllm_sampler=True)
 
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aworld_train.engines.protocol import Capabilities, Engine
 from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 if TYPE_CHECKING:
@@ -12,8 +13,10 @@ if TYPE_CHECKING:
     from aworld_train.rollout.samples.sft_data import SFTData
 
 
-class VerlEngine:
+class VerlEngine(Engine):
     name = "verl"
+    # its rollouts are sampled by verl's own rollout (actor_rollout_ref.rollout.name), not rollout.engine
+    capabilities = Capabilities(sft=True)
 
     def native_inputs(self, config) -> NativeInputs:
         from aworld_train.engines.verl.render import native_inputs

@@ -179,7 +179,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
     algo, rollout = cfg.algorithm, cfg.rollout
     reward_path, _, reward_name = inputs.reward.reference.rpartition(":")
     reward_file = module_file(reward_path)
-    response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_turns * 2
+    response_length = rollout.max_response_tokens or rollout.max_new_tokens * rollout.max_assistant_turns * 2
     return [
         Derived("data.train_files", str(folder / "train.parquet"), "data.train"),
         Derived("data.val_files", str(folder / "val.parquet"), "data.test"),

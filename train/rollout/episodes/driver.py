@@ -147,7 +147,7 @@ class AgentDriver(Protocol):
         """The agents it runs, the first one first; each keeps its own ledger in an episode."""
         ...
 
-    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> AgentRun:
+    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int) -> AgentRun:
         """The agent for one episode, its LLM calls sent to `endpoint`; nothing runs yet."""
         ...
 

@@ -226,7 +226,7 @@ class Episode:
             return await self._hold()
         self._callers.add(role.name)
         self._turn_calls += 1
-        if self._turn_calls > self.settings.max_turns:
+        if self._turn_calls > self.settings.max_assistant_turns:
             self._end("max_turns")
             return await self._hold()
         if role.name in self.settings.agent_endpoints:
@@ -267,7 +267,7 @@ class Episode:
     ) -> list[Reply]:
         self._callers.add(role.name)
         self._turn_calls += 1
-        if self._turn_calls > self.settings.max_turns:
+        if self._turn_calls > self.settings.max_assistant_turns:
             self._end("max_turns")
             return await self._hold()
         self.calls.check_call(role.name, prompt=prompt)
@@ -382,7 +382,7 @@ class Episode:
                 return None
 
     async def _run_turns(self) -> None:
-        run = self._run = self.agent.start(self, self.id, self.task, self.settings.max_turns)
+        run = self._run = self.agent.start(self, self.id, self.task, self.settings.max_assistant_turns)
         for user_turn, turn_text in enumerate(self.task.user_turns):
             self._user_turn = user_turn
             self.traj.user_turns = user_turn + 1

@@ -4,9 +4,10 @@ needs nothing of the config."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aworld_train.rollout.episodes.agent_endpoint import AgentEndpoint
 
@@ -16,7 +17,34 @@ class RolloutSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    max_turns: int = Field(4, ge=1, description="LLM calls per user turn")
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        """`max_turns` counted assistant turns, not turns: still read, with a warning naming the new key."""
+        if not isinstance(data, dict) or "max_turns" not in data:
+            return data
+        data = dict(data)
+        old = data.pop("max_turns")
+        if "max_assistant_turns" in data and data["max_assistant_turns"] != old:
+            raise ValueError(
+                f"max_turns={old} and max_assistant_turns={data['max_assistant_turns']} are one setting "
+                "(max_turns is its old name): keep max_assistant_turns"
+            )
+        warnings.warn(
+            "rollout.max_turns is now rollout.max_assistant_turns (it counts LLM calls per user turn); "
+            "the old name will be refused in a later release",
+            FutureWarning,
+            stacklevel=2,
+        )
+        data["max_assistant_turns"] = old
+        return data
+
+    max_assistant_turns: int = Field(
+        4,
+        ge=1,
+        description="assistant turns (LLM calls, over all agents) per user turn; one more ends the "
+        "episode max_turns (verl's multi_turn.max_assistant_turns)",
+    )
     max_new_tokens: int = Field(128, ge=1)
     max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
     max_prompt_tokens: int | None = Field(

@@ -6,7 +6,8 @@ episode there. The trainer speaks to it in JSON lines:
 
   to its stdin, once at start:  {"type": "hello", "protocol": 1}
   per user turn:                {"type": "turn", "episode_id", "user_turn", "text", "base_url",
-                                 "api_key", "model", "task": {"id", "system", "extra_info"}}
+                                 "api_key", "model", "max_assistant_turns",
+                                 "task": {"id", "system", "extra_info"}}
   and when an episode ends:     {"type": "end", "episode_id"}
   from its stdout, once ready:  {"type": "ready", "protocol": 1}
   per turn:                     {"episode_id", "user_turn", "answer": "..."}  or  {..., "error": "..."}
@@ -19,7 +20,9 @@ No turn is sent before the process answers the hello line within `start_timeout_
 holds this handshake once before any model loads (`check_starts`), so a command that does not
 start, exits, or does not speak the protocol is refused with its exit code and last log lines.
 
-`base_url` and `api_key` are the episode's gateway session: the agent points any OpenAI client at
+`max_assistant_turns` is the run's budget of LLM calls for the turn (rollout.max_assistant_turns):
+the call past it is answered 410 and the episode ends max_turns, so an agent that wants to answer
+within it can plan by it. `base_url` and `api_key` are the episode's gateway session: the agent points any OpenAI client at
 them (AWorld's stock `openai` provider, the `openai` SDK, another language's client). Other stdout
 lines and all of stderr go to the agent's log. A process that exits fails the turns it owed with
 its exit code and its last log lines, and the next episode starts a new one.
@@ -104,8 +107,10 @@ class ProcessAgent(SpecFile):
     def roles(self) -> list[AgentRole]:
         return [AgentRole(self.name, list(self.few_shot), list(self.mcp_servers))]
 
-    def start(self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_turns: int) -> ProcessRun:
-        return ProcessRun(self, endpoint, episode_id, task)
+    def start(
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> ProcessRun:
+        return ProcessRun(self, endpoint, episode_id, task, max_assistant_turns)
 
 
 class AgentProcess:
@@ -290,8 +295,11 @@ def agent_process(spec: ProcessAgent, where: Gateway) -> AgentProcess:
 class ProcessRun:
     """One episode of a process agent: a gateway session, and its turns sent to the process."""
 
-    def __init__(self, spec: ProcessAgent, endpoint: LLMEndpoint, episode_id: str, task: Task) -> None:
+    def __init__(
+        self, spec: ProcessAgent, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> None:
         self.spec, self.endpoint, self.episode_id, self.task = spec, endpoint, episode_id, task
+        self.max_assistant_turns = max_assistant_turns
         self.gateway = gateway(spec.gateway_host, spec.gateway_url_host)
         self.process = agent_process(spec, self.gateway)
         self.session: Session | None = None
@@ -307,6 +315,7 @@ class ProcessRun:
             "base_url": self.session.base_url,
             "api_key": self.session.token,
             "model": self.spec.name,
+            "max_assistant_turns": self.max_assistant_turns,
             "task": {"id": self.task.id, "system": self.task.system, "extra_info": self.task.extra_info},
         }
         answer = await asyncio.wrap_future(self.gateway.submit(self.process.ask(message)))

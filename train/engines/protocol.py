@@ -1,0 +1,76 @@
+"""What every engine implements, and the capabilities an engine declares beyond it.
+
+An engine never sees the facade: it gets a frozen `RunInputs` (inputs/run.py) with everything the
+facade checked. An engine class subclasses `Engine`, so that what it leaves out (`checks`, `sft`)
+has the defaults below, and says what it can do in `capabilities` rather than being probed for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from aworld_train.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
+    from aworld_train.prerun.checks import Check
+    from aworld_train.rollout.samples.sft_data import SFTData
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine does beyond training a GRPO run."""
+
+    sft: bool = False  # `aworld-train sft`: supervised fine-tuning on trajectories
+    # `rollout.engine: vllm`: vLLM's own server samples its rollouts (verl's and AReaL's rollouts are
+    # sampled by the inference engine their own config names)
+    vllm_sampler: bool = False
+
+
+class Engine(Protocol):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    def native_inputs(self, config: TrainConfig) -> NativeInputs:
+        """What the config's native section for this engine supplies (reward, data files)."""
+        ...
+
+    def validate(self, config: TrainConfig) -> None:
+        """Refuse what the engine would refuse in its native section (unknown keys, settings it
+        cannot run with), before any model loads or server starts."""
+        ...
+
+    def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list[Check]:
+        """`check`'s lines of this engine's own (beside every run's); given `run`, the render
+        about to launch."""
+        return []
+
+    def render(self, inputs: RunInputs) -> RenderedRun | None:
+        """Write the run folder; None for an engine that needs none (local)."""
+        ...
+
+    def train(self, inputs: RunInputs, resume: bool = False) -> dict[str, Any]:
+        """Train to the end; a summary of the run."""
+        ...
+
+    def sft(
+        self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False
+    ) -> dict[str, Any]:
+        """Supervised fine-tuning on `data` (engines whose capabilities say `sft`)."""
+        raise ConfigError(f"sft.backend: {self.name} does not fine-tune; use local or verl")
+
+
+def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
+    """Settings of the common config an engine has no capability for, refused before anything loads."""
+    if config.rollout.engine == "vllm" and not engine.capabilities.vllm_sampler:
+        native = {
+            "verl": "verl.actor_rollout_ref.rollout.name: vllm (verl's own vLLM rollout, on a GPU)",
+            "areal": "the inference engine areal.allocation_mode names (sglang or vllm, on a GPU)",
+        }.get(engine.name, "the engine's own rollout settings")
+        raise ConfigError(
+            f"rollout.engine: vllm samples the local backend's rollouts; backend {engine.name} samples "
+            f"with {native}: remove rollout.engine"
+        )
