@@ -253,3 +253,81 @@ def test_structure_checks_can_fail(tmp_path):
         > _floor("aworld_train.rollout.tokens.ledger")
         > _floor("aworld_train.rollout.gateway.server")
     )
+
+
+# Size limits for train/: a module over MODULE_LINES or a function over FUNCTION_LINES is one a reader
+# cannot hold in mind. The ones still over are listed with their size today: each may shrink, none may
+# grow, and one brought under the limit leaves the list (so that it cannot grow back unseen).
+MODULE_LINES = 400
+FUNCTION_LINES = 60
+MODULES_STILL_OVER = {
+    "train/aworld/patches.py": 450,
+    "train/engines/areal/cpu/server.py": 409,
+    "train/engines/verl/render.py": 403,
+    "train/inputs/config.py": 415,
+    "train/rollout/episodes/episode.py": 460,
+    "train/rollout/episodes/workers.py": 424,
+    "train/rollout/gateway/openai_api.py": 448,
+    "train/rollout/gateway/responses_api.py": 545,
+    "train/rollout/gateway/server.py": 463,
+    "train/rollout/policies/local.py": 446,
+    "train/rollout/tokens/calls/derivation.py": 549,
+    "train/rollout/tokens/calls/frame.py": 430,
+    "train/rollout/tokens/templates/renderer.py": 601,
+}
+FUNCTIONS_STILL_OVER = {
+    "train/engines/areal/cpu/server.py::build_app": 79,
+    "train/engines/areal/render.py::derived_values": 81,
+    "train/engines/local/sft.py::train": 67,
+    "train/engines/verl/modes.py::require_trainer_mode": 68,
+    "train/evaluation/suite.py::run_suite": 71,
+    "train/facade/cli.py::build_parser": 115,
+    "train/rollout/episodes/workers.py::run_in_workers": 87,
+    "train/rollout/gateway/responses_api.py::events": 72,
+    "train/rollout/policies/local.py::_generate": 100,
+    "train/rollout/tokens/templates/renderer.py::delta_text": 71,
+    "train/viewer/server.py::build_app": 78,
+    "train/viewer/views.py::episode_view": 61,
+}
+
+
+def _sizes() -> tuple[dict[str, int], dict[str, int]]:
+    modules, functions = {}, {}
+    for path in sorted((ROOT / "train").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        text = path.read_text()
+        modules[name] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                key = f"{name}::{node.name}"
+                functions[key] = max(functions.get(key, 0), node.end_lineno - node.lineno + 1)
+    return modules, functions
+
+
+def _over(sizes: dict[str, int], limit: int, still_over: dict[str, int]) -> list[str]:
+    problems = []
+    for name, size in sizes.items():
+        if size > limit and name not in still_over:
+            problems.append(f"{name}: {size} lines, over {limit}: split it")
+        elif name in still_over and size > still_over[name]:
+            problems.append(f"{name}: {size} lines, grown past its {still_over[name]}: split it")
+        elif name in still_over and size <= limit:
+            problems.append(f"{name}: {size} lines, under {limit} now: take it off the list")
+    problems += [f"{name}: listed but gone: take it off the list" for name in still_over if name not in sizes]
+    return problems
+
+
+def test_no_module_or_function_grows_past_its_limit():
+    modules, functions = _sizes()
+    problems = _over(modules, MODULE_LINES, MODULES_STILL_OVER)
+    problems += _over(functions, FUNCTION_LINES, FUNCTIONS_STILL_OVER)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_size_check_can_fail():
+    assert _over({"a.py": 401, "b.py": 450, "c.py": 390}, 400, {"b.py": 440, "c.py": 420, "d.py": 500}) == [
+        "a.py: 401 lines, over 400: split it",
+        "b.py: 450 lines, grown past its 440: split it",
+        "c.py: 390 lines, under 400 now: take it off the list",
+        "d.py: listed but gone: take it off the list",
+    ]
