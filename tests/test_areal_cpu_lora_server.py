@@ -9,7 +9,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 from starlette.testclient import TestClient
 
-from aworld_train.engines.areal.cpu.server import PolicyServer, build_app
+from aworld_train.engines.areal.cpu.app import build_app
+from aworld_train.engines.areal.cpu.server import PolicyServer
 from aworld_train.rollout.policies.local import LocalPolicy
 from aworld_train.rollout.policies.models import load_model
 

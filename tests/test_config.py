@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from aworld_train.core.errors import ConfigError
-from aworld_train.inputs.config import TrainConfig, load_config, parse_override
+from aworld_train.inputs.config import TrainConfig, load_config
+from aworld_train.inputs.overrides import parse_override
 
 
 def test_defaults_match_the_design():

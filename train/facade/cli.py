@@ -173,16 +173,15 @@ def cmd_data_toolbench(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aworld-train", description="Train AWorld agents with GRPO.")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _with_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="training YAML")
+    p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
 
-    def with_config(p: argparse.ArgumentParser) -> None:
-        p.add_argument("config", help="training YAML")
-        p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
 
+def _add_training_commands(sub) -> None:
+    """run, eval, sft, render, check: each reads a training YAML and its overrides."""
     run = sub.add_parser("run", help="train with the configured backend")
-    with_config(run)
+    _with_config(run)
     run.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
     run.set_defaults(func=cmd_run)
 
@@ -190,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "eval",
         help="evaluate checkpoints on the test set: k samples per task, fixed seeds, pass@k and mean@k",
     )
-    with_config(ev)
+    _with_config(ev)
     ev.add_argument("--output", help="all trajectories, JSONL (default: <run_dir>/eval_trajectories.jsonl)")
     ev.add_argument("--k", type=int, help="samples per task (eval.k)")
     # "*", not "+": a flag given no value is refused by _eval_overrides with the fix, not by argparse
@@ -210,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft = sub.add_parser(
         "sft", help="supervised fine-tuning on multi-turn trajectories (loss on assistant tokens), then eval"
     )
-    with_config(sft)
+    _with_config(sft)
     sft.add_argument(
         "--render",
         action="store_true",
@@ -219,16 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
     sft.set_defaults(func=cmd_sft)
 
     render = sub.add_parser("render", help="print the final config without running")
-    with_config(render)
+    _with_config(render)
     render.add_argument("--output", help="also write it to this file")
     render.set_defaults(func=cmd_render)
 
     check = sub.add_parser(
         "check", help="check packages, config, prompts, MCP servers and run folder before a run"
     )
-    with_config(check)
+    _with_config(check)
     check.set_defaults(func=cmd_check)
 
+
+def _add_run_folder_commands(sub) -> None:
+    """export and view: they read run folders and checkpoints."""
     export = sub.add_parser(
         "export", help="merge a LoRA checkpoint's adapter into its base: a plain model folder for model:"
     )
@@ -245,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=int, default=8765, help="port to listen on (0: any free port)")
     view.set_defaults(func=cmd_view)
 
+
+def _add_environment_commands(sub) -> None:
+    """env up and the data converters."""
     env = sub.add_parser("env", help="tool environments")
     env_sub = env.add_subparsers(dest="env_command", required=True)
     up = env_sub.add_parser("up", help="start an MCP server in the foreground")
@@ -287,6 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tb.add_argument("--seed", type=int, default=0, help="seed of the split's shuffle")
     tb.set_defaults(func=cmd_data_toolbench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aworld-train", description="Train AWorld agents with GRPO.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_training_commands(sub)
+    _add_run_folder_commands(sub)
+    _add_environment_commands(sub)
     return parser
 
 

@@ -23,6 +23,7 @@ from pydantic import (
 from aworld_train.core.errors import ConfigError
 from aworld_train.core.protocol import is_env_reference
 from aworld_train.core.validation import did_you_mean, explain_validation, read_yaml
+from aworld_train.inputs.overrides import apply_overrides
 from aworld_train.rollout.episodes.settings import RolloutSettings
 
 DEFAULT_MODEL = "embedded:smollm2-135m"
@@ -352,34 +353,6 @@ def _one_of(value: str, choices: Any, what: str) -> str:
             f"unknown {what} {value!r}; choose one of {', '.join(choices)}{did_you_mean(value, choices)}"
         )
     return value
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (['a', 'b'], value parsed as YAML scalar/list/dict)."""
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like key.sub=value")
-    key, raw = text.split("=", 1)
-    if not key.strip():
-        raise ConfigError(f"override {text!r} has an empty key")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    for text in overrides:
-        keys, value = parse_override(text)
-        node = data
-        for key in keys[:-1]:
-            child = node.get(key)
-            if child is None:
-                child = node[key] = {}
-            if not isinstance(child, dict):
-                raise ConfigError(
-                    f"override {text!r}: '{key}' is a value, not a section: write {key}=value, or "
-                    "override a key inside a section (rollout.max_assistant_turns=4)"
-                )
-            node = child
-        node[keys[-1]] = value
-    return data
 
 
 _VERL_ONLY_KEYS = ("actor_rollout_ref", "critic", "reward_model", "custom_reward_function")

@@ -1,7 +1,7 @@
 """Our LocalPolicy behind the HTTP protocol of SGLang's server, as AReaL's `RemoteSGLangEngine`
 speaks it, so that AReaL's own trainer runs on a CPU.
 
-    python -m aworld_train.engines.areal.cpu.server --model PATH --port PORT [--max-len N]
+    python -m aworld_train.engines.areal.cpu.app --model PATH --port PORT [--max-len N]   (cpu/app.py)
 
 What AReaL 1.0.4 sends (engine/sglang_remote.py, infra/remote_inf_engine.py):
 - `POST /generate` {input_ids, sampling_params: {max_new_tokens, temperature, top_p, top_k,
@@ -22,7 +22,7 @@ What AReaL 1.0.4 sends (engine/sglang_remote.py, infra/remote_inf_engine.py):
   named `<gconfig.lora_name>-v<version>` (AReaL's `get_versioned_lora_name`); the first is the
   initial adapter the CPU trainer hands over at start (version 0, what `_init_rollout(lora_path=...)`
   gives SGLang as `--lora-paths`). The server samples from its one base plus the adapter last loaded,
-  whose weights each load replaces in place (`engines/local/lora.py: serve_adapter`); generate
+  whose weights each load replaces in place (`rollout/policies/adapters.py: serve_adapter`); generate
   requests name it in `lora_path`, and one that names an older version is answered as an aborted
   one (AReaL asks again once it knows the new version). `POST /unload_lora_adapter` {lora_name}:
   an adapter already replaced is gone; the one served stays until another replaces it.
@@ -34,7 +34,6 @@ served on the weights it replaces, so a run's log shows which version served wha
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
@@ -43,8 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from aworld_train.rollout.policies.client import SamplingParams
 
@@ -286,124 +283,3 @@ class PolicyServer:
             else {"hit_tokens": cache.hits, "miss_tokens": cache.misses},
             "paused": not self.running.is_set(),
         }
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message}, "success": False, "message": message}, status)
-
-
-def build_app(server: PolicyServer) -> FastAPI:
-    app = FastAPI(title="aworld-train CPU policy server (SGLang protocol)")
-
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "weight_version": server.version}
-
-    @app.get("/server_state")
-    async def server_state() -> dict[str, Any]:
-        return server.state()
-
-    @app.post("/generate")
-    async def generate(request: Request):
-        body = await request.json()
-        if not isinstance(body.get("input_ids"), list) or not body["input_ids"]:
-            return error(
-                400, "input_ids: a non-empty list of token ids is required (text prompts are not served)"
-            )
-        try:
-            return await server.generate(body)
-        except ValueError as exc:
-            return error(400, str(exc))
-
-    @app.post("/update_weights_from_disk")
-    async def update_weights_from_disk(request: Request):
-        body = await request.json()
-        folder = Path(str(body.get("model_path") or ""))
-        if not folder.is_dir():
-            return error(400, f"model_path {str(folder)!r} is not a folder of saved weights")
-        try:
-            record = await server.load_from_disk(folder)
-        except AdapterError as exc:
-            return error(400, str(exc))
-        except (OSError, RuntimeError) as exc:
-            return error(500, f"loading {folder}: {exc}")
-        return {"success": True, "message": f"loaded version {record['version']}", "num_paused_requests": 0}
-
-    @app.post("/load_lora_adapter")
-    async def load_lora_adapter(request: Request):
-        body = await request.json()
-        name, folder = str(body.get("lora_name") or ""), Path(str(body.get("lora_path") or ""))
-        if not folder.is_dir():
-            return error(400, f"lora_path {str(folder)!r} is not a folder of a saved adapter")
-        try:
-            record = await server.load_adapter(name, folder)
-        except ValueError as exc:  # a name or folder that is no adapter
-            return error(400, f"loading {name!r} from {folder}: {exc}")
-        except (OSError, RuntimeError) as exc:
-            return error(500, f"loading {name!r} from {folder}: {exc}")
-        return {"success": True, "message": f"loaded {name} ({record['tensors']} tensors)"}
-
-    @app.post("/unload_lora_adapter")
-    async def unload_lora_adapter(request: Request):
-        body = await request.json()
-        try:
-            return {"success": True, "message": server.unload_adapter(str(body.get("lora_name") or ""))}
-        except AdapterError as exc:
-            return error(400, str(exc))
-
-    @app.post("/pause_generation")
-    async def pause_generation():
-        server.running.clear()
-        return {"success": True}
-
-    @app.post("/continue_generation")
-    async def continue_generation():
-        server.running.set()
-        return {"success": True}
-
-    # offloading and colocation calls: a CPU process has no accelerator memory to hand back
-    @app.post("/release_memory_occupation")
-    async def release_memory_occupation():
-        return {"success": True}
-
-    @app.post("/resume_memory_occupation")
-    async def resume_memory_occupation():
-        return {"success": True}
-
-    return app
-
-
-def serve(model: str, port: int, host: str, max_len: int | None, events: Path | None, threads: int) -> None:
-    import uvicorn
-    from transformers import AutoModelForCausalLM
-
-    from aworld_train.rollout.policies.local import LocalPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer, resolve_model_path
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
-
-    if threads > 0:
-        torch.set_num_threads(threads)
-    path = resolve_model_path(model)
-    # float32: the logprobs sampled here are the ones AReaL's float32 actor recomputes
-    loaded = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    tokenizer = load_tokenizer(str(path))
-    policy = LocalPolicy(loaded, tokenizer, stop_token_ids(tokenizer))
-    context = max_len or int(getattr(loaded.config, "max_position_embeddings", 0) or 4096)
-    app = build_app(PolicyServer(policy, context, events))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a model folder or embedded:<name>")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--max-len", type=int, default=None, help="context length (default: the model's)")
-    parser.add_argument("--events", type=Path, default=None, help="JSONL file of weight loads")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
-    args = parser.parse_args(argv)
-    serve(args.model, args.port, args.host, args.max_len, args.events, args.threads)
-
-
-if __name__ == "__main__":
-    main()

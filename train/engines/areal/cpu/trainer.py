@@ -38,7 +38,7 @@ from aworld_train.engines.areal.actor import MeasuredPPOTrainer, require_areal_v
 from aworld_train.env.launcher import _die_with_parent, free_port
 
 ARCHON_MODULE = "areal.experimental.engine.archon_engine"
-SERVER_MODULE = "aworld_train.engines.areal.cpu.server"
+SERVER_MODULE = "aworld_train.engines.areal.cpu.app"
 
 
 def without_archon_engine() -> None:
