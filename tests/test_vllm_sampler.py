@@ -1,7 +1,8 @@
 """vLLM samples every rollout token of a local GRPO run (`rollout.engine: vllm`): its own engine, in a
 server of its own from `make setup-vllm`'s environment, the trainer's weights pushed to it after
 every update (full weights through `reload_weights`; a LoRA run's adapter through vLLM's own
-adapters).
+adapters), for an agent in process and for one in a process of its own that reaches it through the
+gateway.
 
 Each run trains two steps on the embedded model in float32, saving after each. Step 1's tokens are
 version 0 and the learner recomputes their logprobs within rounding; step 2's tokens are version 1,
@@ -25,6 +26,8 @@ from aworld_train.rollout.policies.vllm_server import vllm_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "calculator" / "grpo_local.yaml"
+# the same task with AWorld's agent in a process of its own, its calls through the gateway
+GATEWAY_DEMO = ROOT / "examples" / "calculator_gateway" / "grpo_local.yaml"
 
 if (missing := vllm_missing()) is not None:
     if os.environ.get("CI"):
@@ -60,10 +63,10 @@ def worst_gap(model, tokens, temperature: float) -> float:
     return worst
 
 
-def train_two_steps(tmp_path: Path, *overrides: str):
+def train_two_steps(tmp_path: Path, *overrides: str, demo: Path = DEMO):
     run = tmp_path / "run"
     config = load_config(
-        DEMO,
+        demo,
         [
             "rollout.engine=vllm",
             "trainer.steps=2",
@@ -89,14 +92,21 @@ def float32(monkeypatch):
     monkeypatch.setenv("AWORLD_TRAIN_DTYPE", "float32")
 
 
-@pytest.mark.parametrize("kind", ["full", pytest.param("lora", id="lora-through-vllm-adapters")])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "full",
+        pytest.param("lora", id="lora-through-vllm-adapters"),
+        pytest.param("gateway", id="agent-process-through-gateway"),
+    ],
+)
 def test_vllm_samples_each_step_with_the_weights_the_last_update_pushed(kind, tmp_path, float32):
     lora = (
         ["algorithm.lora={rank: 8, alpha: 16}", "algorithm.lr=1e-3"]
         if kind == "lora"
         else ["algorithm.lr=1e-4"]
     )
-    run, config = train_two_steps(tmp_path, *lora)
+    run, config = train_two_steps(tmp_path, *lora, demo=GATEWAY_DEMO if kind == "gateway" else DEMO)
     temperature = config.rollout.temperature
     assert "vLLM" in (run / "vllm.log").read_text() or (run / "vllm.log").stat().st_size > 0
     first, second = sampled(run, 1), sampled(run, 2)
