@@ -73,7 +73,7 @@ def check_options(
             raise CallRefused(
                 f"response_format: this run's policy ({type(policy).__name__}) cannot sample under a JSON "
                 "schema's grammar; leave response_format out and ask for the format in the prompt (the "
-                "local backend's policy honours it)",
+                "local backend's transformers sampler, rollout.engine: transformers, honours it)",
                 "response_format",
             )
         try:
