@@ -16,8 +16,9 @@ import pytest
 from fake_completions_server import FakeCompletionsServer
 
 from aworld_train.core.errors import ModelError
+from aworld_train.evaluation.checkpoints import resolve_checkpoint
 from aworld_train.evaluation.report import EvalReport, pass_at_k
-from aworld_train.evaluation.suite import CheckpointResult, resolve_checkpoint, run_suite
+from aworld_train.evaluation.suite import CheckpointResult, run_suite
 from aworld_train.inputs.config import load_config
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.client import Generation, SamplingParams

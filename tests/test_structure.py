@@ -273,17 +273,10 @@ MODULES_STILL_OVER = {
     "train/rollout/tokens/templates/renderer.py": 601,
 }
 FUNCTIONS_STILL_OVER = {
-    "train/engines/areal/cpu/app.py::build_app": 79,
-    "train/engines/areal/render.py::derived_values": 81,
-    "train/engines/local/sft.py::train": 67,
-    "train/engines/verl/modes.py::require_trainer_mode": 68,
-    "train/evaluation/suite.py::run_suite": 71,
     "train/rollout/episodes/workers.py::run_in_workers": 87,
     "train/rollout/gateway/responses_api.py::events": 72,
     "train/rollout/policies/local.py::_generate": 100,
     "train/rollout/tokens/templates/renderer.py::delta_text": 71,
-    "train/viewer/server.py::build_app": 78,
-    "train/viewer/views.py::episode_view": 61,
 }
 
 

@@ -95,6 +95,17 @@ def fill(
     return out
 
 
+def lora_dropout_limit(cfg: Any, actor: str) -> list[str]:
+    """verl's and AReaL's actors build their adapters without dropout: `algorithm.lora.dropout`
+    refused, naming the engine's actor (`actor`: what it is, and its section without the key)."""
+    lora = cfg.algorithm.lora
+    if lora is None or not lora.dropout:
+        return []
+    return [
+        f"algorithm.lora.dropout={lora.dropout:g}: {actor} builds its adapter without dropout; set it to 0"
+    ]
+
+
 def launch(
     command: list[str],
     inputs: RunInputs,

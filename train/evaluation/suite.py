@@ -13,55 +13,21 @@ import asyncio
 import csv
 import gc
 import json
-import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aworld_train.aworld.specs import Spec
-from aworld_train.core.errors import ModelError
+from aworld_train.evaluation.checkpoints import checkpoint_labels, loadable, resolve_checkpoint
 from aworld_train.evaluation.report import EvalReport, evaluate
 from aworld_train.inputs.config import TrainConfig
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.trajectory import Task
-from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
 from aworld_train.rollout.samples.token_log import TOKENS_DIR, write_episodes
 
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 METRICS = ("pass@1", "pass@k", "mean@k")
-
-
-def resolve_checkpoint(ref: str) -> str:
-    """A model reference the loaders take: `embedded:<name>`, a model folder, or a run
-    folder's latest checkpoint (`checkpoints/step_N` holding a model)."""
-    if ref.startswith(EMBEDDED_PREFIX):
-        return ref
-    path = Path(ref).expanduser()
-    if (path / "config.json").is_file():
-        return str(path)
-    steps = []
-    if (path / "checkpoints").is_dir():
-        for child in (path / "checkpoints").iterdir():
-            match = _STEP_DIR.match(child.name)
-            if match and (child / "config.json").is_file():
-                steps.append((int(match.group(1)), child))
-    if steps:
-        return str(max(steps)[1])
-    raise ModelError(
-        f"checkpoint {ref!r} is not embedded:<name>, a model folder with config.json, or a run folder "
-        "with checkpoints/step_N model folders; pass one of those to --checkpoints"
-    )
-
-
-def checkpoint_label(ref: str, resolved: str) -> str:
-    """A short, file-name-safe name for the table: `run/step_000008`, `smollm2-135m`."""
-    if ref.startswith(EMBEDDED_PREFIX):
-        label = ref[len(EMBEDDED_PREFIX) :]
-    else:
-        path = Path(resolved)
-        label = f"{path.parent.parent.name}/{path.name}" if _STEP_DIR.match(path.name) else path.name
-    return re.sub(r"[^A-Za-z0-9_.@/-]+", "_", label) or "model"
 
 
 @dataclass
@@ -228,7 +194,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
         runner, policy = local_runner(spec, model_ref, rollout, reward)
         return runner, policy, None
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
-    tokenizer_ref = model_ref if _loadable(model_ref) else config.model
+    tokenizer_ref = model_ref if loadable(model_ref) else config.model
     tokenizer = load_tokenizer(tokenizer_ref)
     require_usable_template(template_report(tokenizer, rollout), tokenizer_ref)
     stops = stop_token_ids(tokenizer)
@@ -276,8 +242,25 @@ def check_policy_url(config: TrainConfig, models: list[str]) -> None:
             ) from None
 
 
-def _loadable(ref: str) -> bool:
-    return ref.startswith(EMBEDDED_PREFIX) or (Path(ref).expanduser() / "config.json").is_file()
+def _write_report(
+    report: EvalReport, out_dir: Path, name: str, extra: dict[str, Any], trajectories_path: str | Path | None
+) -> None:
+    """One checkpoint and seed's trajectories (JSONL and token files), and their lines in the file of all."""
+    report.write_jsonl(out_dir / f"{name}.jsonl", extra)
+    write_episodes(out_dir / TOKENS_DIR, name, report.trajectories, "eval")
+    if trajectories_path is not None:
+        report.write_jsonl(trajectories_path, extra, append=True)
+
+
+def _checkpoints(config: TrainConfig) -> tuple[list[str], list[str]]:
+    """The checkpoints to evaluate: their labels in the table, and what each loads."""
+    ev = config.eval
+    refs = list(ev.checkpoints) or [config.model]
+    # remote endpoints serve names the local loaders may not know: those are sent as given
+    resolved = [ref if ev.policy_url and not loadable(ref) else resolve_checkpoint(ref) for ref in refs]
+    if ev.policy_url:
+        check_policy_url(config, [ev.policy_model or ref for ref in resolved])
+    return checkpoint_labels(refs, resolved), resolved
 
 
 def run_suite(
@@ -297,12 +280,7 @@ def run_suite(
 
     ev = config.eval
     out_dir = Path(out_dir)
-    refs = list(ev.checkpoints) or [config.model]
-    # remote endpoints serve names the local loaders may not know: those are sent as given
-    resolved = [ref if ev.policy_url and not _loadable(ref) else resolve_checkpoint(ref) for ref in refs]
-    if ev.policy_url:
-        check_policy_url(config, [ev.policy_model or ref for ref in resolved])
-    labels = _unique([checkpoint_label(r, m) for r, m in zip(refs, resolved, strict=True)])
+    labels, resolved = _checkpoints(config)
     results = []
     if trajectories_path is not None:
         Path(trajectories_path).parent.mkdir(parents=True, exist_ok=True)
@@ -327,10 +305,7 @@ def run_suite(
                     )
                     result.reports[seed] = report
                     extra = {"checkpoint": label, "model": model_ref, "seed": seed, "k": ev.k}
-                    report.write_jsonl(out_dir / label / f"seed_{seed}.jsonl", extra)
-                    write_episodes(out_dir / TOKENS_DIR, f"{label}/seed_{seed}", report.trajectories, "eval")
-                    if trajectories_path is not None:
-                        report.write_jsonl(trajectories_path, extra, append=True)
+                    _write_report(report, out_dir, f"{label}/seed_{seed}", extra, trajectories_path)
                     if on_report is not None:
                         on_report(label, seed, report)
             finally:
@@ -340,15 +315,11 @@ def run_suite(
             results.append(result)
     suite = SuiteResult(ev.k, list(ev.seeds), results, out_dir)
     suite.write()
-    (out_dir / "eval_summary.json").write_text(
-        json.dumps(
-            {
-                r.label: {"model": r.model, **{m: r.stats(m) for m in METRICS}, "k": ev.k, "seeds": ev.seeds}
-                for r in results
-            },
-            indent=2,
-        )
-    )
+    summary = {
+        r.label: {"model": r.model, **{m: r.stats(m) for m in METRICS}, "k": ev.k, "seeds": ev.seeds}
+        for r in results
+    }
+    (out_dir / "eval_summary.json").write_text(json.dumps(summary, indent=2))
     refuse_failed_evaluations(suite, trajectories_path or out_dir)
     return suite
 
@@ -385,12 +356,3 @@ async def _evaluate(runner, policy, tasks, description, *, show_progress, k, see
     finally:
         if closer is not None:
             await closer.aclose()  # its connections belong to this event loop
-
-
-def _unique(labels: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
-    return out

@@ -69,6 +69,32 @@ def _number(value: str | None) -> float | None:
     return float(value) if value not in (None, "") else None
 
 
+def _filters(q) -> Filters:
+    """The episode list's filters from its query string."""
+    return Filters(
+        status=q.get("status", ""),
+        reward_min=_number(q.get("reward_min")),
+        reward_max=_number(q.get("reward_max")),
+        agent=q.get("agent", ""),
+        tool=q.get("tool", ""),
+        text=q.get("q", ""),
+    )
+
+
+def _served_run(served: list[Served], index: int) -> Served:
+    if not 0 <= index < len(served):
+        raise KeyError(f"no run {index}")
+    return served[index]
+
+
+def _page(request: Request) -> FileResponse:
+    return FileResponse(STATIC / "index.html")
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": str(exc.args[0]) if exc.args else str(exc)}, status_code=404)
+
+
 def build_app(run_dirs: list[Path]) -> Starlette:
     served = []
     for path in run_dirs:
@@ -77,10 +103,7 @@ def build_app(run_dirs: list[Path]) -> Starlette:
         served.append(Served(run, tokenizer, DriftCount(run, tokenizer)))
 
     def pick(request: Request) -> Served:
-        index = int(request.path_params["run"])
-        if not 0 <= index < len(served):
-            raise KeyError(f"no run {index}")
-        return served[index]
+        return _served_run(served, int(request.path_params["run"]))
 
     def runs(request: Request) -> JSONResponse:
         return JSONResponse(
@@ -91,18 +114,9 @@ def build_app(run_dirs: list[Path]) -> Starlette:
         return JSONResponse(run_overview(pick(request).run))
 
     def episodes(request: Request) -> JSONResponse:
-        q = request.query_params
-        filters = Filters(
-            status=q.get("status", ""),
-            reward_min=_number(q.get("reward_min")),
-            reward_max=_number(q.get("reward_max")),
-            agent=q.get("agent", ""),
-            tool=q.get("tool", ""),
-            text=q.get("q", ""),
-        )
-        s = pick(request)
+        s, q = pick(request), request.query_params
         s.tokenizer.warm()  # loaded while the user reads the list, not when they open an episode
-        page = episodes_page(s.run, q["set"], filters, int(q.get("offset", 0)), limit=PAGE)
+        page = episodes_page(s.run, q["set"], _filters(q), int(q.get("offset", 0)), limit=PAGE)
         return JSONResponse(page)
 
     def groups(request: Request) -> JSONResponse:
@@ -128,14 +142,8 @@ def build_app(run_dirs: list[Path]) -> Starlette:
         a, b = served[int(run_a)].run, served[int(run_b)].run
         return JSONResponse(compare_sets(a, name_a, b, name_b))
 
-    def page(request: Request) -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"error": str(exc.args[0]) if exc.args else str(exc)}, status_code=404)
-
     routes = [
-        Route("/", page),
+        Route("/", _page),
         Route("/api/runs", runs),
         Route("/api/runs/{run:int}", overview),
         Route("/api/runs/{run:int}/episodes", episodes),
@@ -146,7 +154,7 @@ def build_app(run_dirs: list[Path]) -> Starlette:
         Route("/api/compare", compare),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={KeyError: not_found})
+    return Starlette(routes=routes, exception_handlers={KeyError: _not_found})
 
 
 def serve(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8765) -> None:

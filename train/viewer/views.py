@@ -203,6 +203,15 @@ def _lane_tokens(segment: dict[str, Any], pieces: list[str] | None) -> list[list
     return out
 
 
+# what the episode view shows of a token file's row, and of its trajectory
+_EPISODE_FIELDS = (
+    "task_id", "group", "step", "phase", "status", "reward", "advantage", "version_min", "version_max", "agents",
+)  # fmt: skip
+_TRAJECTORY_FIELDS = (
+    "reward_extras", "final_answer", "ground_truth", "timings", "num_turns", "finish_reasons", "messages",
+)  # fmt: skip
+
+
 def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) -> dict[str, Any]:
     episode_set = run.episode_set(name)
     episode = run.episode(episode_set, episode_id)
@@ -231,34 +240,9 @@ def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) 
     return {
         "set": name,
         "episode_id": episode_id,
-        **{
-            k: episode.get(k)
-            for k in (
-                "task_id",
-                "group",
-                "step",
-                "phase",
-                "status",
-                "reward",
-                "advantage",
-                "version_min",
-                "version_max",
-                "agents",
-            )
-        },  # fmt: skip
+        **{k: episode.get(k) for k in _EPISODE_FIELDS},
         "error": traj.get("error"),
-        **{
-            k: traj.get(k)
-            for k in (
-                "reward_extras",
-                "final_answer",
-                "ground_truth",
-                "timings",
-                "num_turns",
-                "finish_reasons",
-                "messages",
-            )
-        },  # fmt: skip
+        **{k: traj.get(k) for k in _TRAJECTORY_FIELDS},
         "tool_calls": calls,
         "tokens": {"available": bool(segments), "reason": None if segments else NO_TOKENS},
         "tokenizer": tokenizer.status(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aworld_train.engines.native import Derived
+from aworld_train.engines.native import Derived, lora_dropout_limit
 
 if TYPE_CHECKING:
     from aworld_train.inputs.config import TrainConfig
@@ -51,13 +51,8 @@ def facade_values(cfg: TrainConfig) -> list[Derived]:
 
 def facade_limits(cfg: TrainConfig, explicit: frozenset[str]) -> list[str]:
     """The facade settings the user set that AReaL 1.0.4 cannot honour, each with why."""
-    limits = []
+    limits = lora_dropout_limit(cfg, "AReaL's actor (actor has no dropout key)")
     lora = cfg.algorithm.lora
-    if lora is not None and lora.dropout:
-        limits.append(
-            f"algorithm.lora.dropout={lora.dropout:g}: AReaL's actor builds its adapter without dropout "
-            "(actor has no dropout key); set it to 0"
-        )
     if cfg.algorithm.max_staleness and cfg.algorithm.importance_cap <= 1.0:
         limits.append(
             "algorithm.importance_cap=1: AReaL clamps importance weights above 1 only "

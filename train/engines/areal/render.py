@@ -17,7 +17,7 @@ import os
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,6 +29,9 @@ from aworld_train.engines.native import Derived, fill
 from aworld_train.inputs.run import RenderedRun, RunInputs
 from aworld_train.rollout.samples.codec import TASK_FIELD, task_to_json
 from aworld_train.rollout.samples.token_log import TOKENS_DIR
+
+if TYPE_CHECKING:
+    from aworld_train.inputs.config import TrainConfig
 
 WORKFLOW = "aworld_train.engines.areal.workflow.AWorldWorkflow"
 ENTRY = "aworld_train.engines.areal.main"
@@ -73,15 +76,12 @@ def validate_native(native: dict[str, Any]) -> None:
         )
 
 
-def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
-    cfg = inputs.config
-    algo, rollout, data, run = cfg.algorithm, cfg.rollout, cfg.data, cfg.trainer
-    root = inputs.run_dir.resolve()
-    rows = max(1, len(inputs.train_tasks))
-    values = [
+def _placement_values(cfg: TrainConfig, root: Path, model_path: str) -> list[Derived]:
+    """Where AReaL's workers run and what they load: names, files, scheduler, backends."""
+    return [
         Derived("experiment_name", "aworld-train"),
         Derived("trial_name", root.name),
-        Derived("seed", run.seed, "trainer.seed"),
+        Derived("seed", cfg.trainer.seed, "trainer.seed"),
         Derived("cluster.fileroot", str(root / "areal_files")),
         Derived("cluster.n_nodes", 1),
         # AReaL's single-controller mode: this process schedules AReaL's workers on this machine
@@ -104,6 +104,16 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         # AReaL writes recover data only with a mode and a frequency; `run --resume` continues from it
         Derived("recover.mode", "auto"),
         Derived("recover.freq_steps", "${saver.freq_steps}"),
+    ]
+
+
+def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Derived]:
+    cfg = inputs.config
+    algo, rollout, data, run = cfg.algorithm, cfg.rollout, cfg.data, cfg.trainer
+    root = inputs.run_dir.resolve()
+    rows = max(1, len(inputs.train_tasks))
+    values = [
+        *_placement_values(cfg, root, model_path),
         Derived("gconfig.n_samples", algo.group_size, "algorithm.group_size"),
         Derived("gconfig.max_new_tokens", rollout.max_new_tokens, "rollout.max_new_tokens"),
         Derived("gconfig.temperature", rollout.temperature, "rollout.temperature"),

@@ -86,15 +86,10 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
         for step, batch in enumerate(steps, 1):
             t0 = time.perf_counter()
             n_tokens = sum(sum(s.mask[1:]) for s in batch)
-            total = 0.0
-            for micro in micro_batches(batch, cfg.micro_batch_tokens):
-                nll = token_nll(model, collate(micro, pad_id, device))
-                (nll / max(n_tokens, 1)).backward()  # token mean over the whole step
-                total += float(nll.detach())
+            loss = _backward(model, batch, n_tokens, cfg.micro_batch_tokens, pad_id, device)
             grad_norm = weights.step(optimizer, cfg.grad_clip)
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            loss = total / max(n_tokens, 1)
             losses.append(loss)
             folder.log(
                 step,
@@ -110,13 +105,7 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
             )
             progress.update(bar, advance=1, loss=loss)
     model.eval()
-    path = folder.checkpoint_dir(len(steps))
-    tmp = path.with_name(path.name + ".partial")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if path.exists():
-        shutil.rmtree(path)
-    tmp.rename(path)
+    path = _save(model, tokenizer, folder.checkpoint_dir(len(steps)))
     curve = plot_loss(folder)
     folder.close()
     return {
@@ -127,6 +116,27 @@ def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str
         "train_s": round(time.perf_counter() - started, 1),
         "loss_curve": str(curve) if curve else None,
     }
+
+
+def _backward(model, batch: list[SFTSample], n_tokens: int, micro_tokens: int, pad_id: int, device) -> float:
+    """One step's gradients, a micro-batch at a time; its loss, the token mean over the step."""
+    total = 0.0
+    for micro in micro_batches(batch, micro_tokens):
+        nll = token_nll(model, collate(micro, pad_id, device))
+        (nll / max(n_tokens, 1)).backward()  # token mean over the whole step
+        total += float(nll.detach())
+    return total / max(n_tokens, 1)
+
+
+def _save(model, tokenizer, path: Path) -> Path:
+    """The fine-tuned model and its tokenizer, written under a temporary name and renamed."""
+    tmp = path.with_name(path.name + ".partial")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if path.exists():
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return path
 
 
 def plot_loss(folder: RunFolder) -> Path | None:

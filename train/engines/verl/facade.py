@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aworld_train.core.errors import ConfigError
-from aworld_train.engines.native import Derived
+from aworld_train.engines.native import Derived, lora_dropout_limit
 
 if TYPE_CHECKING:
     from aworld_train.inputs.config import TrainConfig
@@ -85,11 +85,4 @@ def same(given: Any, derived: Any, key: str) -> bool | None:
 
 def facade_limits(cfg: TrainConfig) -> list[str]:
     """The facade settings the user set that verl 0.9.1 cannot honour, each with why."""
-    limits = []
-    lora = cfg.algorithm.lora
-    if lora is not None and lora.dropout:
-        limits.append(
-            f"algorithm.lora.dropout={lora.dropout:g}: verl's FSDP actor builds its adapter without dropout "
-            "(actor_rollout_ref.model has no dropout key); set it to 0"
-        )
-    return limits
+    return lora_dropout_limit(cfg, "verl's FSDP actor (actor_rollout_ref.model has no dropout key)")

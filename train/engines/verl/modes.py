@@ -59,40 +59,9 @@ def require_trainer_mode(final: Any, inputs: RunInputs) -> None:
             f"which only trainer_mode separate_async has ({key}={mode}): set {key}=separate_async, "
             "or remove hybrid_engine"
         )
-    sampler = final.trainer.v1.sampler
-    threshold = sampler.max_off_policy_threshold
-    if threshold is not None and (
-        not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1
-    ):
-        raise ConfigError(
-            f"verl.trainer.v1.sampler.max_off_policy_threshold={threshold!r}: the steps a prompt group may "
-            "age before it is dropped or waited for, a whole number of at least 1, or null for no bound"
-        )
-    if sampler.max_off_policy_strategy not in ("drop", "wait"):
-        raise ConfigError(
-            f"verl.trainer.v1.sampler.max_off_policy_strategy={sampler.max_off_policy_strategy!r}: "
-            "drop (evict a group past the threshold and sample a fresh one) or wait (train it, waiting for it)"
-        )
+    _require_sampler(final.trainer.v1.sampler)
     if mode == "separate_async":
-        if int(rollout.nnodes) < 1 or int(rollout.n_gpus_per_node) < 1:
-            raise ConfigError(
-                "trainer_mode separate_async runs its rollout on resources of its own: set "
-                "verl.actor_rollout_ref.rollout.nnodes and n_gpus_per_node (the rollout's GPUs, beside "
-                f"trainer.n_gpus_per_node); now {rollout.nnodes} x {rollout.n_gpus_per_node}"
-            )
-        if not final.actor_rollout_ref.get("hybrid_engine", True) and _verl_logs_info():
-            raise ConfigError(
-                "verl.actor_rollout_ref.hybrid_engine=false: verl 0.9.1's separate trainer then fails at "
-                "setup (v1/trainer_separate_async.py:181 passes flush= to logger.info, a TypeError while "
-                "verl logs at INFO): keep hybrid_engine true (its replica on the trainer's slots serves "
-                "until the first step), or set VERL_LOGGING_LEVEL=WARN in the environment"
-            )
-        if rollout.checkpoint_engine.backend == "naive":
-            raise ConfigError(
-                "trainer_mode separate_async pushes the actor's weights to its standalone rollout through a "
-                "checkpoint engine, and `naive` serves colocated replicas only: set "
-                "verl.actor_rollout_ref.rollout.checkpoint_engine.backend=nccl (on a CPU run: aworld_cpu)"
-            )
+        _require_separate_resources(final, rollout)
     steps = parameter_sync_step(final)
     batch = int(final.data.train_batch_size)
     if batch % steps:
@@ -111,6 +80,46 @@ def require_trainer_mode(final: Any, inputs: RunInputs) -> None:
                 f"trains one mini-batch per local update, so it must be data.batch_size / "
                 f"parameter_sync_step = {batch} / {steps}; remove it (it is derived) or change either"
             )
+
+
+def _require_sampler(sampler: Any) -> None:
+    """verl's replay-buffer bound: a whole number of steps, and what to do with a group past it."""
+    threshold = sampler.max_off_policy_threshold
+    if threshold is not None and (
+        not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1
+    ):
+        raise ConfigError(
+            f"verl.trainer.v1.sampler.max_off_policy_threshold={threshold!r}: the steps a prompt group may "
+            "age before it is dropped or waited for, a whole number of at least 1, or null for no bound"
+        )
+    if sampler.max_off_policy_strategy not in ("drop", "wait"):
+        raise ConfigError(
+            f"verl.trainer.v1.sampler.max_off_policy_strategy={sampler.max_off_policy_strategy!r}: "
+            "drop (evict a group past the threshold and sample a fresh one) or wait (train it, waiting for it)"
+        )
+
+
+def _require_separate_resources(final: Any, rollout: Any) -> None:
+    """separate_async's standalone rollout: its own resources, and a checkpoint engine that feeds it."""
+    if int(rollout.nnodes) < 1 or int(rollout.n_gpus_per_node) < 1:
+        raise ConfigError(
+            "trainer_mode separate_async runs its rollout on resources of its own: set "
+            "verl.actor_rollout_ref.rollout.nnodes and n_gpus_per_node (the rollout's GPUs, beside "
+            f"trainer.n_gpus_per_node); now {rollout.nnodes} x {rollout.n_gpus_per_node}"
+        )
+    if not final.actor_rollout_ref.get("hybrid_engine", True) and _verl_logs_info():
+        raise ConfigError(
+            "verl.actor_rollout_ref.hybrid_engine=false: verl 0.9.1's separate trainer then fails at "
+            "setup (v1/trainer_separate_async.py:181 passes flush= to logger.info, a TypeError while "
+            "verl logs at INFO): keep hybrid_engine true (its replica on the trainer's slots serves "
+            "until the first step), or set VERL_LOGGING_LEVEL=WARN in the environment"
+        )
+    if rollout.checkpoint_engine.backend == "naive":
+        raise ConfigError(
+            "trainer_mode separate_async pushes the actor's weights to its standalone rollout through a "
+            "checkpoint engine, and `naive` serves colocated replicas only: set "
+            "verl.actor_rollout_ref.rollout.checkpoint_engine.backend=nccl (on a CPU run: aworld_cpu)"
+        )
 
 
 def _verl_logs_info() -> bool:

@@ -22,6 +22,8 @@ def error(status: int, message: str) -> JSONResponse:
 
 def build_app(server: PolicyServer) -> FastAPI:
     app = FastAPI(title="aworld-train CPU policy server (SGLang protocol)")
+    _add_weight_routes(app, server)
+    _add_control_routes(app, server)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -42,6 +44,12 @@ def build_app(server: PolicyServer) -> FastAPI:
             return await server.generate(body)
         except ValueError as exc:
             return error(400, str(exc))
+
+    return app
+
+
+def _add_weight_routes(app: FastAPI, server: PolicyServer) -> None:
+    """Weights and adapters AReaL's actor saved, loaded in place."""
 
     @app.post("/update_weights_from_disk")
     async def update_weights_from_disk(request: Request):
@@ -79,6 +87,10 @@ def build_app(server: PolicyServer) -> FastAPI:
         except AdapterError as exc:
             return error(400, str(exc))
 
+
+def _add_control_routes(app: FastAPI, server: PolicyServer) -> None:
+    """Pausing around an update, and the colocation calls a CPU process answers as done."""
+
     @app.post("/pause_generation")
     async def pause_generation():
         server.running.clear()
@@ -97,8 +109,6 @@ def build_app(server: PolicyServer) -> FastAPI:
     @app.post("/resume_memory_occupation")
     async def resume_memory_occupation():
         return {"success": True}
-
-    return app
 
 
 def serve(model: str, port: int, host: str, max_len: int | None, events: Path | None, threads: int) -> None:
