@@ -26,8 +26,8 @@ from aworld_train.prerun.checks import run_folder_writable
 from aworld_train.prerun.mcp import check_mcp_servers
 from aworld_train.prerun.servers import check_server_environments
 from aworld_train.rollout.episodes.trajectory import Task
+from aworld_train.rollout.gateway.addresses import is_local_address
 from aworld_train.rollout.gateway.process_agent import ProcessAgent, check_starts
-from aworld_train.rollout.gateway.server import is_local_address
 from aworld_train.rollout.policies.models import check_model, dtype_setting
 
 log = logging.getLogger("aworld_train")

@@ -29,15 +29,15 @@ import os
 import signal
 import sys
 import threading
-import traceback
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aworld_train.rollout.episodes.episode import Episode, score
+from aworld_train.rollout.episodes.episode import score
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.trajectory import Trajectory
-from aworld_train.rollout.policies.client import Generation, SamplingParams, derive_seed
+from aworld_train.rollout.episodes.worker_process import WorkerError, worker_main
+from aworld_train.rollout.policies.client import derive_seed
 
 if TYPE_CHECKING:
     from aworld_train.rollout.episodes.driver import AgentDriver, Reward
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
 
 _STOP_WAIT_S = 10.0
 WORKER_DIED = "worker_died"
-
-
-class WorkerError(RuntimeError):
-    pass
 
 
 class _Worker:
@@ -62,7 +58,7 @@ class _Worker:
         inbox_out, inbox_in = context.Pipe(duplex=False)
         outbox_out, outbox_in = context.Pipe(duplex=False)
         self.process = context.Process(
-            target=_worker_main,
+            target=worker_main,
             args=(wid, runtime.renderer, runtime.stop_token_ids, runtime.settings, inbox_out, outbox_in),
             name=f"aworld-train-rollout-{wid}",
             daemon=True,
@@ -204,6 +200,13 @@ class _Batch:
         self.results: list[Trajectory | None] = [None] * len(jobs)
         self.busy: set[_Worker] = set()
 
+    def deal(self, pool: WorkerPool, agent, share: int) -> None:
+        """Every worker its share of the jobs, every pool.size-th from its own index."""
+        for worker in pool.workers:
+            mine = list(range(worker.wid, len(self.jobs), pool.size))
+            if mine:
+                self.give(worker, mine, agent, share)
+
     def give(self, worker: _Worker, indices: list[int], agent, share: int) -> None:
         jobs = [(i, self.jobs[i]) for i in indices]
         for i in indices:
@@ -211,10 +214,48 @@ class _Batch:
         self.busy.add(worker)
         worker.send(("run", agent, jobs, share, dict(os.environ)))
 
+    def worker_died(self, worker: _Worker, pool: WorkerPool, agent, share: int, finish: Callable) -> None:
+        """`worker` died: its episodes in flight end worker_died, the ones it had not begun run on
+        the process that replaces it."""
+        self.busy.discard(worker)
+        begun, waiting = self.unfinished(worker)
+        for index in begun:  # the episodes in flight on it: lost, and said so
+            task = self.jobs[index][0]
+            finish(index, Trajectory(uuid.uuid4().hex, task.id, status=WORKER_DIED, error=worker.describe(),
+                                     ground_truth=task.ground_truth))  # fmt: skip
+        if not worker.started_any and worker.after_idle_death:
+            # two processes in a row died before their first episode: they cannot run one
+            raise WorkerError(f"{worker.describe()} before it began an episode, as its predecessor did; "
+                              "the batch is lost")  # fmt: skip
+        replacement = pool.replace(worker)
+        replacement.after_idle_death = not worker.started_any
+        if waiting:
+            self.give(replacement, waiting, agent, share)
+
     def unfinished(self, worker: _Worker) -> tuple[list[int], list[int]]:
         """The jobs of `worker` without a result: (begun, not begun)."""
         mine = [i for i, w in self.owner.items() if w is worker and self.results[i] is None]
         return [i for i in mine if i in self.started], [i for i in mine if i not in self.started]
+
+
+def _jobs(tasks: list[Task], samples_per_task: int, seed: int | None) -> list[tuple[Task, int | None]]:
+    """Every task's samples, each with its seed (derived from the batch's, as `run_batch` does)."""
+    return [
+        (task, None if seed is None else derive_seed(seed, task.id, k))
+        for task in tasks
+        for k in range(samples_per_task)
+    ]
+
+
+def _ready_pool(runtime: RolloutRuntime) -> WorkerPool:
+    """The runtime's worker processes, started on its first batch; one that died since the last
+    batch replaced."""
+    if runtime.pool is None:
+        runtime.pool = WorkerPool(runtime, runtime.settings.workers)
+    for worker in list(runtime.pool.workers):
+        if not worker.process.is_alive():
+            runtime.pool.replace(worker)
+    return runtime.pool
 
 
 async def run_in_workers(
@@ -228,27 +269,13 @@ async def run_in_workers(
     seed: int | None = None,
 ) -> list[Trajectory]:
     """`run_episodes` over `rollout.workers` processes; same results, in task order."""
-    if runtime.pool is None:
-        runtime.pool = WorkerPool(runtime, runtime.settings.workers)
-    pool: WorkerPool = runtime.pool
-    batch = _Batch(
-        [
-            (task, None if seed is None else derive_seed(seed, task.id, k))
-            for task in tasks
-            for k in range(samples_per_task)
-        ]
-    )
+    pool = _ready_pool(runtime)
+    batch = _Batch(_jobs(tasks, samples_per_task, seed))
     share = max(1, math.ceil(runtime.settings.concurrency / pool.size))
-    for worker in list(pool.workers):
-        if not worker.process.is_alive():  # died since the last batch
-            pool.replace(worker)
     loop = asyncio.get_running_loop()
     inbound: asyncio.Queue = asyncio.Queue()
     pool.attach(lambda worker, message: loop.call_soon_threadsafe(inbound.put_nowait, (worker, message)))
-    for worker in pool.workers:
-        mine = list(range(worker.wid, len(batch.jobs), pool.size))
-        if mine:
-            batch.give(worker, mine, agent, share)
+    batch.deal(pool, agent, share)
 
     def finish(index: int, traj: Trajectory) -> None:
         batch.results[index] = traj
@@ -280,28 +307,14 @@ async def run_in_workers(
             elif kind == "failed":
                 raise WorkerError(f"rollout worker {worker.wid} failed:\n{message[2]}")
             elif kind == "dead":
-                batch.busy.discard(worker)
-                begun, waiting = batch.unfinished(worker)
-                for index in begun:  # the episodes in flight on it: lost, and said so
-                    task = batch.jobs[index][0]
-                    finish(index, Trajectory(uuid.uuid4().hex, task.id, status=WORKER_DIED, error=worker.describe(),
-                                             ground_truth=task.ground_truth))  # fmt: skip
-                if not worker.started_any and worker.after_idle_death:
-                    # two processes in a row died before their first episode: they cannot run one
-                    raise WorkerError(f"{worker.describe()} before it began an episode, as its predecessor did; "
-                                      "the batch is lost")  # fmt: skip
-                replacement = pool.replace(worker)
-                replacement.after_idle_death = not worker.started_any
-                if waiting:  # the episodes it had not begun run on its replacement
-                    batch.give(replacement, waiting, agent, share)
+                batch.worker_died(worker, pool, agent, share, finish)
         broken = False
     finally:
         pool.attach(None)
         for job in serving:
             job.cancel()
-        if (
-            broken and runtime.pool is pool
-        ):  # cancelled or failed mid-batch: its messages would mislead the next
+        # cancelled or failed mid-batch: its messages would mislead the next
+        if broken and runtime.pool is pool:
             _discard(runtime)
     return [t for t in batch.results if t is not None]
 
@@ -322,103 +335,3 @@ async def _serve(runtime: RolloutRuntime, worker: _Worker, rid: int, prompt_ids:
         worker.send(("generation", rid, None, f"{type(exc).__name__}: {exc}"))
         return
     worker.send(("generation", rid, gen, None))  # nothing happens where the worker died meanwhile
-
-
-# -- in the worker ------------------------------------------------------------------------------
-
-
-class RemotePolicy:
-    """The worker's PolicyClient: each call is served by the main process's policy."""
-
-    def __init__(self, wid: int, send: Callable[[Any], None]) -> None:
-        self.wid = wid
-        self.send = send
-        self._ids = itertools.count()
-        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        loop = asyncio.get_running_loop()
-        rid = next(self._ids)
-        future = loop.create_future()
-        self._pending[rid] = (loop, future)
-        try:
-            self.send(("generate", self.wid, rid, list(prompt_ids), sampling))
-            return await future
-        finally:
-            self._pending.pop(rid, None)
-
-    def answer(self, rid: int, gen: Generation | None, error: str | None) -> None:
-        """From the inbox thread: complete the call `rid` (gone if its episode was cancelled)."""
-        entry = self._pending.get(rid)
-        if entry is None:
-            return
-        loop, future = entry
-
-        def settle() -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(WorkerError(f"the policy in the main process raised {error}"))
-            else:
-                future.set_result(gen)
-
-        loop.call_soon_threadsafe(settle)
-
-
-def _worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, outbox) -> None:
-    import queue
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    lock = threading.Lock()
-
-    def send(message: Any) -> None:
-        with lock:
-            outbox.send(message)
-
-    policy = RemotePolicy(wid, send)
-    runtime = RolloutRuntime(
-        policy, renderer, list(stop_token_ids), rollout.model_copy(update={"workers": 1})
-    )
-    batches: queue.Queue = queue.Queue()
-
-    def read_inbox() -> None:
-        while True:
-            try:
-                message = inbox.recv()
-            except (EOFError, OSError):
-                os._exit(1)  # the main process is gone: nothing here can reach it any more
-            if message is None:
-                batches.put(None)
-                return
-            if message[0] == "generation":
-                policy.answer(*message[1:])
-            else:
-                batches.put(message)
-
-    threading.Thread(target=read_inbox, daemon=True).start()
-    while True:
-        batch = batches.get()
-        if batch is None:
-            return
-        _, agent, jobs, concurrency, env = batch
-        os.environ.update(env)  # the tool servers' URLs of this run, set in the main process
-        try:
-            asyncio.run(_run_batch(wid, agent, jobs, concurrency, runtime=runtime, send=send))
-        except BaseException:
-            send(("failed", wid, traceback.format_exc()))
-            continue
-        send(("done", wid))
-
-
-async def _run_batch(
-    wid: int, agent, jobs: list[tuple[int, Any]], concurrency: int, *, runtime, send: Callable[[Any], None]
-) -> None:
-    limit = asyncio.Semaphore(concurrency)
-
-    async def one(index: int, task, seed: int | None) -> None:
-        async with limit:
-            send(("started", wid, index))  # from here, the episode is lost if this process dies
-            traj = await Episode(agent, task, runtime, seed=seed).run()  # scored in the main process
-        send(("trajectory", wid, index, traj))
-
-    await asyncio.gather(*(one(i, task, seed) for i, (task, seed) in jobs))

@@ -26,13 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ipaddress
-import json
 import os
 import secrets
-import socket
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +37,15 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aworld_train.rollout.episodes.driver import CallRefused, LLMEndpoint
 from aworld_train.rollout.gateway import openai_api
+from aworld_train.rollout.gateway.addresses import advertised_host, host_in_url
 from aworld_train.rollout.gateway.conversations import Conversations
+from aworld_train.rollout.gateway.errors import HTTPError, error_response, error_shape
+from aworld_train.rollout.gateway.event_streams import chunk_stream, event_stream
 from aworld_train.rollout.gateway.openai_api import (
     ChatRequest,
     CompletionRequest,
@@ -57,7 +57,6 @@ from aworld_train.rollout.gateway.openai_api import (
 # bounds a prompt far more tightly, before tokenizing (Episode.check_call).
 MAX_BODY_BYTES = 8 * 2**20
 BODY_TIMEOUT_S = 30.0
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 # what a session serves, under its base URL
 ENDPOINTS = (
     "POST /chat/completions",
@@ -156,7 +155,7 @@ class Gateway:
         if not self._ready.wait(30) or not self._server.started:
             raise RuntimeError(f"the gateway did not start on {host}:{port}")
         self.host, self.port = host, self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://{_url_host(url_host or advertised_host(host))}:{self.port}"
+        self.url = f"http://{host_in_url(url_host or advertised_host(host))}:{self.port}"
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -212,12 +211,12 @@ class Gateway:
     def _session(self, request: Request) -> Session:
         session = self.sessions.get(request.path_params["sid"])
         if session is None:
-            raise _HTTPError(404, "no such session: it ended, or it never existed", "not_found_error")
+            raise HTTPError(404, "no such session: it ended, or it never existed", "not_found_error")
         # OpenAI's SDKs send a bearer token, Anthropic's an x-api-key
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         token = bearer if scheme.lower() == "bearer" else request.headers.get("x-api-key", "")
         if not secrets.compare_digest(token.encode(), session.token.encode()):
-            raise _HTTPError(
+            raise HTTPError(
                 401,
                 "give the session's token as 'Authorization: Bearer <token>' (or 'x-api-key: <token>')",
                 "authentication_error",
@@ -229,7 +228,7 @@ class Gateway:
             f"the request body is over {self.max_body_bytes} bytes, more than any prompt of the run "
             "can hold: shorten the conversation"
         )
-        return _error(_error_shape(request), 413, message, "request_too_large")
+        return error_response(error_shape(request), 413, message, "request_too_large")
 
     async def _no_route(self, request: Request, exc: HTTPException) -> Response:
         served = ", ".join(ENDPOINTS)
@@ -239,7 +238,7 @@ class Gateway:
             f"(http://HOST:PORT/sessions/<id>/v1) serves {served}"
         )
         kind = "not_found_error" if exc.status_code == 404 else "method_not_allowed"
-        return _error(_error_shape(request), exc.status_code, message, kind, headers=exc.headers)
+        return error_response(error_shape(request), exc.status_code, message, kind, headers=exc.headers)
 
     async def _answer(
         self, request: Request, handle, error_body=openai_api.error_body, params: dict[str, str] | None = None
@@ -253,19 +252,21 @@ class Gateway:
             try:
                 raw = await asyncio.wait_for(request.body(), self.body_timeout_s)
             except asyncio.TimeoutError:
-                raise _HTTPError(
+                raise HTTPError(
                     408, f"the request body did not arrive within {self.body_timeout_s:g}s", "timeout"
                 ) from None
             return await handle(session, openai_api.read_json(raw))
-        except _HTTPError as exc:
-            return _error(error_body, exc.status, exc.message, exc.kind)
+        except HTTPError as exc:
+            return error_response(error_body, exc.status, exc.message, exc.kind)
         except RequestError as exc:
-            return _error(error_body, 400, str(exc), "invalid_request_error", exc.param)
+            return error_response(error_body, 400, str(exc), "invalid_request_error", exc.param)
         except CallRefused as exc:
             param = (params or {}).get(exc.param, exc.param)
-            return _error(error_body, exc.status, str(exc), exc.kind, param)
+            return error_response(error_body, exc.status, str(exc), exc.kind, param)
         except SessionEnded:
-            return _error(error_body, 410, session.end_message() or "the episode ended", "episode_ended")
+            return error_response(
+                error_body, 410, session.end_message() or "the episode ended", "episode_ended"
+            )
         except ClientDisconnect:
             return Response(status_code=400)  # nobody reads it
 
@@ -281,7 +282,7 @@ class Gateway:
             )
             if not req.stream:
                 return JSONResponse(openai_api.chat_completion(reply, req.model))
-            return _stream(openai_api.chat_chunks(reply, req.model, req.include_usage))
+            return chunk_stream(openai_api.chat_chunks(reply, req.model, req.include_usage))
 
         return await self._answer(request, handle)
 
@@ -299,19 +300,19 @@ class Gateway:
 
     async def _responses(self, request: Request) -> Response:
         # imported on first use: the SDK's types take a while to import, and most runs never call this
-        from aworld_train.rollout.gateway import responses_api
+        from aworld_train.rollout.gateway import responses_answer, responses_api
 
         async def handle(session: Session, body: Any) -> Response:
             req: responses_api.ResponsesRequest = openai_api.parse(responses_api.ResponsesRequest, body)
             messages, tools, options = req.messages(session.conversations), req.chat_tools, req.options()
             session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
             reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
-            response = responses_api.response(reply, req)
-            kept = responses_api.kept_messages(reply, req)
+            response = responses_answer.response(reply, req)
+            kept = responses_answer.kept_messages(reply, req)
             session.conversations.keep(response.id, req.previous_response_id, kept)
             if not req.stream:
-                return JSONResponse(responses_api.dump(response))
-            return _event_stream(list(responses_api.events(response, reply, req)))
+                return JSONResponse(responses_answer.dump(response))
+            return event_stream(list(responses_answer.events(response, reply, req)))
 
         return await self._answer(request, handle, params=responses_api.PARAMS)
 
@@ -327,15 +328,15 @@ class Gateway:
             message = messages_api.message(reply, req.model)
             if not req.stream:
                 return JSONResponse(messages_api.dump(message))
-            return _event_stream(list(messages_api.events(message)))
+            return event_stream(list(messages_api.events(message)))
 
         return await self._answer(request, handle, messages_api.error_body, messages_api.PARAMS)
 
     async def _models(self, request: Request) -> Response:
         try:
             self._session(request)
-        except _HTTPError as exc:
-            return _error(openai_api.error_body, exc.status, exc.message, exc.kind)
+        except HTTPError as exc:
+            return error_response(openai_api.error_body, exc.status, exc.message, exc.kind)
         model = {"id": openai_api.MODEL, "object": "model", "created": 0, "owned_by": "aworld-train"}
         return JSONResponse({"object": "list", "data": [model]})
 
@@ -350,94 +351,6 @@ class Gateway:
             return JSONResponse({"ok": True})
 
         return await self._answer(request, handle)
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
-
-
-ErrorBody = Callable[..., dict]  # (message, kind, param) -> an API's error JSON
-
-
-def _error(
-    error_body: ErrorBody,
-    status: int,
-    message: str,
-    kind: str,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    return JSONResponse(error_body(message, kind, param), status, headers=headers)
-
-
-def _error_shape(request: Request) -> ErrorBody:
-    """The error shape of the API a path belongs to: Anthropic's on /messages, else OpenAI's."""
-    if request.url.path.rstrip("/").endswith("/v1/messages"):
-        from aworld_train.rollout.gateway import messages_api
-
-        return messages_api.error_body
-    return openai_api.error_body
-
-
-def _stream(chunks: list[dict[str, Any]]) -> StreamingResponse:
-    """Chat completion chunks as server-sent events, ending with OpenAI's [DONE]."""
-
-    async def events():
-        for chunk in chunks:
-            yield f"data: {json.dumps(chunk)}\n\n"
-        yield "data: [DONE]\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream")
-
-
-def _event_stream(events: list[tuple[str, dict[str, Any]]]) -> StreamingResponse:
-    """Named server-sent events (`event:` and `data:` lines), as the Responses and Messages APIs
-    stream; made whole before the first is sent (the policy answers a call whole)."""
-
-    async def lines():
-        for name, data in events:
-            yield f"event: {name}\ndata: {json.dumps(data)}\n\n"
-
-    return StreamingResponse(lines(), media_type="text/event-stream")
-
-
-def advertised_host(host: str) -> str:
-    """The host a session's base URL names for a gateway listening on `host`: `host` itself, or for
-    a wildcard binding (0.0.0.0, ::) this machine's address, which an agent in a container or on
-    another node can dial (`0.0.0.0` is no address to connect to)."""
-    if host not in WILDCARD_HOSTS:
-        return host
-    family, probe = (socket.AF_INET6, "2001:db8::1") if host == "::" else (socket.AF_INET, "192.0.2.1")
-    try:
-        # a UDP socket's connect only picks the interface a packet to `probe` (a documentation
-        # address) would leave by: nothing is sent
-        with socket.socket(family, socket.SOCK_DGRAM) as probe_socket:
-            probe_socket.connect((probe, 9))
-            return probe_socket.getsockname()[0]
-    except OSError:  # no route out: the host's name, as its resolver knows it
-        return socket.gethostname()
-
-
-def _url_host(host: str) -> str:
-    try:
-        return f"[{host}]" if ipaddress.ip_address(host).version == 6 else host
-    except ValueError:
-        return host  # a name
-
-
-def is_local_address(host: str) -> str | None:
-    """None if a server can listen on `host` here (an address of this machine, or a wildcard); else why not."""
-    if host in WILDCARD_HOSTS:
-        return None
-    try:
-        family, kind, _, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind) as probe:
-            probe.bind(address)
-    except OSError as exc:
-        return str(exc)
-    return None
 
 
 _GATEWAYS: dict[tuple[str, str | None], Gateway] = {}

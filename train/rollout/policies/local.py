@@ -21,25 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams
 from aworld_train.rollout.policies.grammar import Grammars, RowGrammar, mean_log_mass
+from aworld_train.rollout.policies.model_traits import (
+    contiguous_output_layer_input,
+    kv_bytes_per_token,
+    supports_prefix_reuse,
+)
 from aworld_train.rollout.policies.models import release_freed_memory
 from aworld_train.rollout.policies.prefix_cache import LayerKV, PrefixCache, shared_prefixes
+from aworld_train.rollout.policies.weights_lock import WeightsLock
 
 logger = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    pass
 
 
 # a prefix shorter than this, shared within a batch, is not worth a forward pass of its own
@@ -66,67 +66,6 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
-class _WeightsLock:
-    """The lock a trainer holds while it changes the weights: cached keys/values are stale then
-    (emptied on taking it, which also frees their memory for the update, and again on release).
-    `on_change`, where given, runs before the release when the block raised nothing."""
-
-    def __init__(self, invalidate, mutex: threading.Lock | None = None, on_change=None) -> None:
-        self.mutex = mutex or threading.Lock()
-        self.invalidate = invalidate
-        self.on_change = on_change
-
-    def __enter__(self) -> _WeightsLock:
-        self.mutex.acquire()
-        self.invalidate()
-        return self
-
-    def __exit__(self, exc_type, *exc) -> None:
-        try:
-            if exc_type is None and self.on_change is not None:
-                self.on_change()
-            self.invalidate()
-        finally:
-            self.mutex.release()
-
-
-def kv_bytes_per_token(model) -> int:
-    """Bytes of keys plus values one token takes in the model's cache."""
-    config = model.config.get_text_config(decoder=True)
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    itemsize = next(model.parameters()).element_size()
-    return 2 * config.num_hidden_layers * heads * head_dim * itemsize
-
-
-def supports_prefix_reuse(model) -> bool:
-    """Only full-attention caches: a sliding-window layer drops keys a longer prompt would need."""
-    try:
-        cache = DynamicCache(config=model.config)
-    except Exception:  # a config the cache classes do not understand: no reuse, plain prefill
-        return False
-    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
-
-
-_contiguous_layers: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # hooked once each
-
-
-def _contiguous_input(module, args):
-    return (args[0].contiguous(), *args[1:])
-
-
-def contiguous_output_layer_input(model) -> None:
-    """Hand the output layer a contiguous input. With `logits_to_keep=1` it gets the last
-    position's hidden states as a strided view, and where its weight does not require grad (a LoRA
-    base, a frozen model) torch's matmul then copies the [vocab, hidden] weight once per row before
-    the product: 864 MB for 16 rows of the embedded model, 54 MB more with every row. A
-    contiguous [rows, 1, hidden] input folds into one matrix product."""
-    layer = model.get_output_embeddings()
-    if layer is not None and layer not in _contiguous_layers:
-        layer.register_forward_pre_hook(_contiguous_input)
-        _contiguous_layers.add(layer)
-
-
 class LocalPolicy:
     def __init__(
         self,
@@ -146,8 +85,8 @@ class LocalPolicy:
         reuse = budget > 0 and supports_prefix_reuse(model)
         self.prefix_cache: PrefixCache | None = PrefixCache(budget) if reuse else None
         self.version = 0  # stamped on every sampled token; read and changed under `lock`
-        self.lock = _WeightsLock(self.clear_prefix_cache)
-        self.weights_update = _WeightsLock(self.clear_prefix_cache, self.lock.mutex, self._next_version)
+        self.lock = WeightsLock(self.clear_prefix_cache)
+        self.weights_update = WeightsLock(self.clear_prefix_cache, self.lock.mutex, self._next_version)
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self.batches: list[int] = []  # sizes of the batches run, for metrics
@@ -279,6 +218,38 @@ class LocalPolicy:
                 out[-1].manual_seed(int(seed))
         return out
 
+    def _prefill_shared(self, prompts: list[list[int]], sampling: SamplingParams) -> None:
+        """Prefixes a batch's prompts share beyond the cache, prefilled first (recursively: they may
+        share a shorter prefix), so that every row finds them cached."""
+        known = [self.prefix_cache.match_length(p, len(p) - 1) for p in prompts]
+        shared = shared_prefixes(prompts, known, SHARED_PREFIX_MIN_TOKENS)
+        if shared:
+            self._generate(shared, sampling, [0] * len(shared), [None] * len(shared), prefill_only=True)
+
+    def _batch_inputs(self, prompts: list[list[int]]):
+        """The batch's first forward: input ids, positions and attention of the tokens not cached,
+        left-padded, and the cached prefixes' keys/values (None where nothing is cached)."""
+        # at least one prompt token is fed: its logits give the first sampled token
+        hits = [self.prefix_cache.lookup(p, len(p) - 1) if self.prefix_cache else (0, None) for p in prompts]
+        cached = [c for c, _ in hits]
+        fresh = [len(p) - c for p, c in zip(prompts, cached, strict=True)]
+        if self.prefix_cache is not None:
+            self.prefix_cache.hits += sum(cached)
+            self.prefix_cache.misses += sum(fresh)
+        # columns: [pad | cached prefix] [pad | fresh prompt tokens]; positions are absolute
+        n, width_c, width_f = len(prompts), max(cached), max(fresh)
+        input_ids = torch.full((n, width_f), self.pad_id, dtype=torch.long)
+        position = torch.zeros((n, width_f), dtype=torch.long)
+        attention = torch.zeros((n, width_c + width_f), dtype=torch.long)
+        for i, (p, c, f) in enumerate(zip(prompts, cached, fresh, strict=True)):
+            input_ids[i, width_f - f :] = torch.tensor(p[c:])
+            position[i, width_f - f :] = torch.arange(c, c + f)
+            attention[i, width_c - c : width_c] = 1
+            attention[i, width_c + width_f - f :] = 1
+        device = self.device
+        past = self._batch_cache(hits, width_c) if width_c else None
+        return input_ids.to(device), position.to(device), attention.to(device), past
+
     def _generate(
         self,
         prompts: list[list[int]],
@@ -293,29 +264,8 @@ class LocalPolicy:
         self.model.eval()
         n = len(prompts)
         if self.prefix_cache is not None and n > 1:
-            known = [self.prefix_cache.match_length(p, len(p) - 1) for p in prompts]
-            shared = shared_prefixes(prompts, known, SHARED_PREFIX_MIN_TOKENS)
-            if shared:  # prefilled first (recursively: they may share a shorter prefix), then found below
-                self._generate(shared, sampling, [0] * len(shared), [None] * len(shared), prefill_only=True)
-        # at least one prompt token is fed: its logits give the first sampled token
-        hits = [self.prefix_cache.lookup(p, len(p) - 1) if self.prefix_cache else (0, None) for p in prompts]
-        cached = [c for c, _ in hits]
-        fresh = [len(p) - c for p, c in zip(prompts, cached, strict=True)]
-        if self.prefix_cache is not None:
-            self.prefix_cache.hits += sum(cached)
-            self.prefix_cache.misses += sum(fresh)
-        # columns: [pad | cached prefix] [pad | fresh prompt tokens]; positions are absolute
-        width_c, width_f = max(cached), max(fresh)
-        input_ids = torch.full((n, width_f), self.pad_id, dtype=torch.long)
-        position = torch.zeros((n, width_f), dtype=torch.long)
-        attention = torch.zeros((n, width_c + width_f), dtype=torch.long)
-        for i, (p, c, f) in enumerate(zip(prompts, cached, fresh, strict=True)):
-            input_ids[i, width_f - f :] = torch.tensor(p[c:])
-            position[i, width_f - f :] = torch.arange(c, c + f)
-            attention[i, width_c - c : width_c] = 1
-            attention[i, width_c + width_f - f :] = 1
-        input_ids, position, attention = input_ids.to(device), position.to(device), attention.to(device)
-        past = self._batch_cache(hits, width_c) if width_c else None
+            self._prefill_shared(prompts, sampling)
+        input_ids, position, attention, past = self._batch_inputs(prompts)
         generators = self._generators(seeds, device)
         stop = torch.tensor(self.stop_token_ids, device=device)
         limits = torch.tensor(max_new, device=device)
@@ -324,17 +274,7 @@ class LocalPolicy:
         logprobs: list[list[float]] = [[] for _ in range(n)]
         stopped = [False] * n
         # logits_to_keep=1: only the last position's logits, not [n, prompt, vocab] floats
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=position,
-            past_key_values=past,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        past = out.past_key_values
-        logits = out.logits[:, -1, :].float()
-        del out
+        logits, past = self._forward(input_ids, attention, position, past, logits_to_keep=1)
         next_position = position[:, -1:] + 1
         for step in range(int(limits.max())):
             chosen, chosen_logp = self._draw(logits, sampling, generators, rows)
@@ -346,21 +286,12 @@ class LocalPolicy:
                     tokens[i].append(int(chosen[i]))
                     logprobs[i].append(float(chosen_logp[i]))
             is_stop = torch.isin(chosen, stop) & ~finished
-            for i in torch.nonzero(is_stop).flatten().tolist():
-                stopped[i] = True
+            stopped = [was or now for was, now in zip(stopped, is_stop.tolist(), strict=True)]
             finished = finished | is_stop | (limits <= step + 1)
             if bool(finished.all()):
                 break
             attention = torch.cat([attention, (~finished).long()[:, None]], dim=-1)
-            out = self.model(
-                input_ids=chosen[:, None],
-                attention_mask=attention,
-                position_ids=next_position,
-                past_key_values=past,
-                use_cache=True,
-            )
-            past = out.past_key_values
-            logits = out.logits[:, -1, :].float()
+            logits, past = self._forward(chosen[:, None], attention, next_position, past)
             next_position = next_position + 1
         if self.prefix_cache is not None:
             self._remember(prompts, tokens, attention, past)
@@ -379,6 +310,18 @@ class LocalPolicy:
             )
             for i in range(n)
         ]
+
+    def _forward(self, input_ids, attention, position, past, **extra) -> tuple[torch.Tensor, Any]:
+        """One forward through the cache: the last position's logits (float), and the grown cache."""
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position,
+            past_key_values=past,
+            use_cache=True,
+            **extra,
+        )
+        return out.logits[:, -1, :].float(), out.past_key_values
 
     def _draw(
         self,
