@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.aworld import install, patches
+from aworld_train.aworld import episode_state, install, patches
 from aworld_train.core import patch_table, upstream
 from aworld_train.core.upstream import REPLACES, Patch
 from aworld_train.env import mcp_fixes
@@ -452,7 +452,7 @@ def test_an_undeclared_replacement_fails_the_check(monkeypatch):
     install()
     from aworld.core.factory import Factory
 
-    monkeypatch.setattr(Factory, "extra", patches.claim_sandbox, raising=False)
+    monkeypatch.setattr(Factory, "extra", episode_state.claim_sandbox, raising=False)
     declared = {place for p in TABLE if p.package in SCANNED for place in p.places}
     assert _undeclared(placements(), declared) == ["aworld.core.factory.Factory.extra"]
 

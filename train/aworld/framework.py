@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-import aworld_train.aworld.patches as patches
+import aworld_train.aworld.episode_state as episode_state
 from aworld_train.aworld.console import quiet_aworld_console
 from aworld_train.core.protocol import TURN_HEADER
 
@@ -54,9 +54,9 @@ async def release_episode(agents: list, session_id: str) -> None:
     runner = record["runner"]
     if runner is not None and runner is not asyncio.current_task() and not runner.done():
         runner.cancel()
-        await asyncio.wait({runner}, timeout=patches.RELEASE_TIMEOUT_S)
+        await asyncio.wait({runner}, timeout=episode_state.RELEASE_TIMEOUT_S)
     try:
-        await patches.release_episode_state(agents, session_id, record["tasks"])
+        await episode_state.release_episode_state(agents, session_id, record["tasks"])
     finally:
         release_session(session_id)
 
@@ -66,7 +66,7 @@ def registry_sizes() -> dict[str, int]:
     store = MemoryFactory.instance().memory_store
     items = getattr(store, "memory_items", None)
     return {
-        **patches.registry_sizes(),
+        **episode_state.registry_sizes(),
         "history_items": len(items) if items is not None else 0,
         "tracked_sessions": len(_turns),
     }
@@ -110,7 +110,7 @@ async def run_turn(swarm, agents: list, text: str, session_id: str):
     record["tasks"].add(task.id)
     record["runner"] = asyncio.current_task()
     for agent in agents:
-        patches.claim_sandbox(agent, task.id)
+        episode_state.claim_sandbox(agent, task.id)
     return (await Runners.run_task(task))[task.id]
 
 

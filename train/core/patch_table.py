@@ -23,6 +23,7 @@ VERL_VERSION = "0.9.1"
 BFCL_EVAL_VERSION = "2026.3.23"
 
 _P = "aworld_train.aworld.patches."
+_E = "aworld_train.aworld.episode_state."
 _T = "aworld_train.aworld.trims."
 _LEVELS_DROPPED = tuple(
     f"aworld.logs.util.AWorldLogger.{level}" for level in ("trace", "debug", "info", "success")
@@ -92,7 +93,7 @@ AWORLD_PATCHES: tuple[Patch, ...] = (
         "aworld.sandbox.implementations.sandbox.Sandbox.__del__",
         "effddf11a6533e7fabd5d68d2061029df541072122572660ddedb99f186d53c2",
         WRAPS,
-        (_P + "_patch_sandbox_del", _P + "_released_sandbox_del"),
+        (_E + "patch_sandbox_del", _E + "_released_sandbox_del"),
         "a released sandbox has nothing to close; AWorld's __del__ warned or opened a loop for each",
         ("aworld.sandbox.implementations.sandbox.Sandbox.__del__",),
     ),
@@ -101,70 +102,70 @@ AWORLD_PATCHES: tuple[Patch, ...] = (
         "aworld.core.agent.base.AgentManager",
         "08dc449a91ea74a516260dfa60816c7b3b9ecb241f76a7d284a0206deae00feb",
         RELIES_ON,
-        (_P + "_forget_agent", _P + "registry_sizes"),
+        (_E + "_forget_agent", _E + "registry_sizes"),
         "a finished episode's agent leaves AgentFactory's _agent_instance and _agent_conf",
     ),
     _aworld(
         "aworld.core.factory.Factory.__init__",
         "dc02b660a9712a8918ff98b4c06423cd84fb251fbe2c786424ef8f16ec4ea505",
         RELIES_ON,
-        (_P + "_forget_agent",),
+        (_E + "_forget_agent",),
         "and AgentFactory's _cls, _desc, _ext_info and _prio",
     ),
     _aworld(
         "aworld.sandbox.runtime.manager",
         "d74e9149276a3a38bcff7828d38013aa9aeca173b55f98067967f04166f90037",
         RELIES_ON,
-        (_P + "_close_sandbox", _P + "registry_sizes"),
+        (_E + "_close_sandbox", _E + "registry_sizes"),
         "a finished episode's sandbox workers get AWorld's stop sentinel and leave _registry",
     ),
     _aworld(
         "aworld.sandbox.run.mcp_servers.McpServers._cleanup_one_server",
         "3899cb3aae5f00611787e45de02ad90da70a8ac46b210615b038c8b7f76635cf",
         RELIES_ON,
-        (_P + "_close_sandbox",),
+        (_E + "_close_sandbox",),
         "queued to the worker that opened the MCP session, which must be the one to close it",
     ),
     _aworld(
         "aworld.runners.state_manager.InMemoryStateStorage",
         "f5406e646c962acacb21380045e81fdd8fc9b891da7ccd5bf0e16c38c0ce8e7f",
         RELIES_ON,
-        (_P + "_forget_session_state", _P + "registry_sizes"),
+        (_E + "_forget_session_state", _E + "registry_sizes"),
         "a finished episode's state nodes leave _nodes, _session_nodes and _ordered_session_ids",
     ),
     _aworld(
         "aworld.core.tool.base.ToolActionExecutor.register",
         "11e33d1284da015295b9518c0b7592910ca3ec5a386edb863973a2f6cb496060",
         RELIES_ON,
-        (_P + "_forget_session_state",),
+        (_E + "_forget_session_state",),
         "every tool registers by name in one process-wide executor; an episode's own tools leave it",
     ),
     _aworld(
         "aworld.events.inmemory.InMemoryEventbus",
         "b765c9d742aa0e356ee5661998b5aeb80e1dbca6327e0bacbc1f7d2bc81a1fc3",
         RELIES_ON,
-        (_P + "_forget_session_state", _P + "registry_sizes"),
+        (_E + "_forget_session_state", _E + "registry_sizes"),
         "a finished episode's event queues leave _message_queue",
     ),
     _aworld(
         "aworld.core.event.event_bus.Eventbus.__init__",
         "0e51fe4ff89c0cd0a0d84f1b2d7de42e8008b04793b2b5bff1fdee56a1fca228",
         RELIES_ON,
-        (_P + "_forget_session_state",),
+        (_E + "_forget_session_state",),
         "and its handlers leave _subscribers and _transformer",
     ),
     _aworld(
         "aworld.sandbox.runtime.loop_pool.SandboxLoopPool",
         "14a4104f1ee910ba36f909bc14454e972c49fb84a60fa51ba722b4a8e50a7f10",
         RELIES_ON,
-        (_P + "_sandbox_loop_tasks",),
+        (_E + "_sandbox_loop_tasks",),
         "counts the tasks alive on the sandbox loops (_instance._loops), for benches and tests",
     ),
     _aworld(
         "aworld.runners.event_runner.TaskEventRunner.do_run",
         "fdb5eeb2b07bd89dc3fd434493fe01082e902ea5d273275528b2dc94a6b94615",
         RELIES_ON,
-        (_P + "claim_sandbox",),
+        (_E + "claim_sandbox",),
         "its end-of-task cleanup reads sandbox.metadata['task_list']; a claim keeps other episodes' open",
     ),
     # -- trims.py: work training never reads ----------------------------------------------------------

@@ -19,11 +19,9 @@ import re
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlparse
 
 from aworld_train.core.errors import RewardError
-from aworld_train.core.mcp_tools import tools_problem
-from aworld_train.core.protocol import SERVER_DOWN_MARK, MissingVariable, resolve_env_refs
+from aworld_train.core.protocol import SERVER_DOWN_MARK
 from aworld_train.rollout.episodes.agent_endpoint import ExternalAgent
 from aworld_train.rollout.episodes.call_options import choice_problem
 from aworld_train.rollout.episodes.driver import (
@@ -38,6 +36,7 @@ from aworld_train.rollout.episodes.driver import (
 from aworld_train.rollout.episodes.llm_call import CallEnded, LLMCalls, json_arguments, plain_message
 from aworld_train.rollout.episodes.release import release_on_servers
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
+from aworld_train.rollout.episodes.tool_servers import ToolServers, reachable, server_urls
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES, Task, ToolCallRecord, Trajectory
 from aworld_train.rollout.tokens.templates.renderer import content_text
 
@@ -52,10 +51,6 @@ _TRANSPORT_FAILURE = re.compile(
     r"RemoteProtocolError|ClosedResourceError|BrokenResourceError|McpError: Connection closed|"
     r"RuntimeError: Failed to get server instance)"
 )
-
-
-# how long a server asked for its tools mid-episode may take (it answered a connect just before)
-_ASK_TIMEOUT_S = 5.0
 
 
 class _Ended(Exception):
@@ -88,7 +83,7 @@ class Episode:
         self._turn_calls = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._calls_by_id: dict[str, ToolCallRecord] = {}
-        self._tools_listed: dict[str, str | None] = {}  # each server asked for its tools: why none
+        self._tool_servers = ToolServers(agent.mcp_config)  # each asked for its tools once an episode
         self._call_made: dict[str, float] = {}  # when each call's reply went to the agent
         self._started = 0.0
         self._user_turn = 0
@@ -118,50 +113,13 @@ class Episode:
             self._watchdog = None
 
     async def _tool_no_answer(self) -> None:
-        down = [name for name, url in self._server_urls() if not await _reachable(url)]
+        down = [name for name, url in server_urls(self.agent.mcp_config) if not await reachable(url)]
         if down:
             self._end(
                 "tool_server_down", f"MCP server(s) {', '.join(down)} stopped answering during a tool call"
             )
         else:
             self._end("tool_timeout", f"a tool call got no result within {self.settings.tool_timeout_s:g}s")
-
-    def _server_urls(self) -> list[tuple[str, str]]:
-        servers = (self.agent.mcp_config.get("mcpServers") or {}).items()
-        return [(n, _resolved(c["url"])) for n, c in servers if isinstance(c, dict) and c.get("url")]
-
-    async def _tools_missing(
-        self, tools: list[dict[str, Any]] | None, role: AgentRole, first_call: bool
-    ) -> tuple[str, str] | None:
-        """A configured MCP server that gives the agent no tools: (status, error), or None.
-
-        AWorld drops a server that does not answer and the agent goes on without its tools (every
-        call it makes is answered "can not find ... tool"), so this is checked before each agent's
-        first LLM call of an episode, and whenever a call carries no tools. A call may carry none
-        on purpose (a final-answer, planner, summariser or structured-output call), so a server is
-        judged by the server itself: asked for its tools (once an episode), never by one request.
-        """
-        if not first_call and tools:
-            return None
-        servers = self.agent.mcp_config.get("mcpServers") or {}
-        configured = [n for n in role.mcp_servers if n in servers]
-        urls = dict(self._server_urls())
-        down = [f"{n!r} at {urls[n]}" for n in configured if n in urls and not await _reachable(urls[n])]
-        if down:
-            return (
-                "tool_server_down",
-                f"MCP server(s) {', '.join(down)} did not answer: the agent got no tools",
-            )
-        if tools:
-            return None
-        for name in (n for n in configured if n in urls):  # a stdio server cannot be asked from here
-            if name not in self._tools_listed:
-                self._tools_listed[name] = await tools_problem(_resolved_conf(servers[name]), _ASK_TIMEOUT_S)
-            problem = self._tools_listed[name]
-            if problem is not None:
-                status = "error" if problem == "lists no tools" else "tool_server_down"
-                return status, f"MCP server {name!r} at {urls[name]} {problem}: the agent got no tools"
-        return None
 
     # -- the LLM endpoint the agent calls --------------------------------------
     async def complete(
@@ -220,7 +178,7 @@ class Episode:
         self._collect_tool_results(messages)
         if self._ended.is_set():  # a tool server reported its backend down
             return await self._hold()
-        missing = await self._tools_missing(tools, role, first_call=role.name not in self._callers)
+        missing = await self._tool_servers.missing(tools, role, first_call=role.name not in self._callers)
         if missing is not None:
             self._end(*missing)
             return await self._hold()
@@ -430,31 +388,3 @@ def score(traj: Trajectory, task: Task, reward: Reward | None) -> None:
             "reward_error",
             f"reward function {reward.reference} raised {type(exc).__name__}: {exc}",
         )
-
-
-def _resolved_conf(conf: dict[str, Any]) -> dict[str, Any]:
-    """A server's mcp_config entry with its `${VAR}` references resolved (left as written where a
-    variable is missing: the server is then asked as configured)."""
-    try:
-        return resolve_env_refs(conf)
-    except MissingVariable:
-        return conf
-
-
-def _resolved(url: str) -> str:
-    """A URL with its `${VAR}` references resolved, as the agent's MCP client sees it."""
-    try:
-        return resolve_env_refs(url)
-    except MissingVariable:
-        return url
-
-
-async def _reachable(url: str, timeout: float = 2.0) -> bool:
-    parsed = urlparse(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname, port), timeout)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    return True

@@ -40,9 +40,7 @@ from openai.types.shared import ResponseFormatText
 from pydantic import BaseModel
 
 from aworld_train.rollout.episodes.driver import Reply
-from aworld_train.rollout.gateway.openai_api import (
-    assistant_message,
-)
+from aworld_train.rollout.gateway.openai_answers import assistant_message
 from aworld_train.rollout.gateway.responses_api import ResponsesRequest
 
 

@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aworld_train.rollout.episodes.driver import CallRefused, LLMEndpoint
-from aworld_train.rollout.gateway import openai_api
+from aworld_train.rollout.gateway import openai_answers, openai_api
 from aworld_train.rollout.gateway.addresses import advertised_host, host_in_url
 from aworld_train.rollout.gateway.conversations import Conversations
 from aworld_train.rollout.gateway.errors import HTTPError, error_response, error_shape
@@ -281,8 +281,8 @@ class Gateway:
                 session.endpoint.complete(req.messages, req.tools, session.agent, options)
             )
             if not req.stream:
-                return JSONResponse(openai_api.chat_completion(reply, req.model))
-            return chunk_stream(openai_api.chat_chunks(reply, req.model, req.include_usage))
+                return JSONResponse(openai_answers.chat_completion(reply, req.model))
+            return chunk_stream(openai_answers.chat_chunks(reply, req.model, req.include_usage))
 
         return await self._answer(request, handle)
 
@@ -294,7 +294,7 @@ class Gateway:
             options = req.options()
             session.endpoint.check_call(session.agent, prompt=req.prompt, options=options)
             replies = await session.run(session.endpoint.complete_text(req.prompt, session.agent, options))
-            return JSONResponse(openai_api.text_completion(replies, req.model))
+            return JSONResponse(openai_answers.text_completion(replies, req.model))
 
         return await self._answer(request, handle)
 
