@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from chat_families import TEMPLATES, require_templates, vocab_tokenizer
 
-from aworld_train.rollout.tokens.calls.derivation import ANSWER, call_message, probe_tools, turn_body
+from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.forcing import NotControllable, read_control
+from aworld_train.rollout.tokens.calls.probes import ANSWER, call_message, probe_tools
 from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 HISTORY = [{"role": "user", "content": "zqhi"}]

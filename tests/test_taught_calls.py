@@ -16,8 +16,9 @@ import copy
 import pytest
 from chat_families import TEMPLATES, require_templates, vocab_tokenizer
 
-from aworld_train.rollout.tokens.calls.derivation import ANSWER, call_message, probe_tools, turn_body
+from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.parsers.pythonic import PythonicParser
+from aworld_train.rollout.tokens.calls.probes import ANSWER, call_message, probe_tools
 from aworld_train.rollout.tokens.calls.tool_block import example_call, example_call_text
 from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 

@@ -23,8 +23,9 @@ from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
-from aworld_train.rollout.tokens.calls.derivation import ANSWER, turn_body
+from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall
+from aworld_train.rollout.tokens.calls.probes import ANSWER
 from aworld_train.rollout.tokens.templates.renderer import ChatRenderer, renderer_for
 from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 

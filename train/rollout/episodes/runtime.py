@@ -9,8 +9,8 @@ from typing import Any
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.policies.client import PolicyClient
 from aworld_train.rollout.policies.router import PolicyRouter
-from aworld_train.rollout.tokens.calls.derivation import probe_tools
 from aworld_train.rollout.tokens.calls.forcing import CallControl, read_control
+from aworld_train.rollout.tokens.calls.probes import probe_tools
 from aworld_train.rollout.tokens.calls.resolution import CallFormat
 from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 

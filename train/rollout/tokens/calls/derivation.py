@@ -12,78 +12,32 @@ derived (`NotAFrame` says why). Nothing here reaches the network; a renderer der
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from aworld_train.rollout.tokens.calls.frame import (
-    TAGS,
-    CallFrame,
-    Hole,
-    Params,
-    Piece,
+from aworld_train.rollout.tokens.calls.frame import CallFrame, Hole, Params, Piece, read_params, value_kind
+from aworld_train.rollout.tokens.calls.frame_check import NotAFrame, check_frame
+from aworld_train.rollout.tokens.calls.literals import (
+    after_tag,
+    before_tag,
     common_prefix,
     common_suffix,
-    first_tag,
-    read_params,
-    value_kind,
+    inside_tag,
+)
+from aworld_train.rollout.tokens.calls.markers import call_lead, call_markers, with_call_marker
+from aworld_train.rollout.tokens.calls.probes import (
+    ANSWER,
+    CONTENT,
+    NAMES,
+    ONE,
+    SCHEMA_TYPES,
+    SECOND,
+    THOUGHT,
+    TYPED,
+    CallIds,
+    Render,
+    call_message,
 )
 from aworld_train.rollout.tokens.calls.values import JSON, PYTHON, ValueSyntax, find_value
-
-NAMES = ("zqfnone", "zqfntwo")
-ONE = {"zqks": "zqvs"}
-SECOND = {"zqkt": "zqvt"}
-TYPED = {"zqks": "zqvs", "zqkn": 7351, "zqko": {"zqxa": "zqvx", "zqxb": 2}, "zqkl": ["zqvl", 3], "zqkb": True}
-CONTENT, ANSWER, THOUGHT = "zqcontent", "zqanswer", "zqthought"
-_SCHEMA = {
-    "string": "string",
-    "number": "integer",
-    "object": "object",
-    "array": "array",
-    "boolean": "boolean",
-}
-
-# an assistant message -> the text its model writes for it (`ChatRenderer.turn_text`)
-Render = Callable[[dict[str, Any]], str]
-# (tool name, index in the turn) -> a call id in the form the template accepts
-CallIds = Callable[[str, int], str]
-
-
-class NotAFrame(ValueError):
-    """The template's tool calls are not a fixed frame (the message says why)."""
-
-
-def probe_tools() -> list[dict[str, Any]]:
-    """The tools the probe calls name, typed as their arguments are (templates that write a
-    parameter's type read it from here or from the value)."""
-
-    def tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
-        props = {k: {"type": _SCHEMA[value_kind(v)]} for k, v in args.items()}
-        return {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": "probe",
-                "parameters": {"type": "object", "properties": props},
-            },
-        }
-
-    return [tool(NAMES[0], TYPED), tool(NAMES[1], SECOND)]
-
-
-def call_message(
-    calls: list[tuple[str, str, dict[str, Any]]], content: str = "", thought: str = ""
-) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": content,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-            for name, call_id, args in calls
-        ],
-    }
-    if thought:
-        message["reasoning_content"] = message["thinking"] = thought
-    return message
 
 
 def derive_frame(render: Render, call_ids: CallIds) -> CallFrame:
@@ -133,7 +87,7 @@ def derive_frame(render: Render, call_ids: CallIds) -> CallFrame:
         content_sep=content_sep,
         index_base=min(bases, default=0),
         id_name=_id_name(t_one, ids[0]),
-        markers=_with_call_marker(call_markers([answer], lead), pieces, answer),
+        markers=with_call_marker(call_markers([answer], lead), pieces, answer),
     )
     probes = [(t_one, one, ""), (t_typed, typed, "")]
     if t_two is not None:
@@ -143,7 +97,7 @@ def derive_frame(render: Render, call_ids: CallIds) -> CallFrame:
     t_think = _maybe(render, call_message(one, "", THOUGHT), THOUGHT)  # where the template shows reasoning
     if t_think is not None and NAMES[0] in t_think:
         probes.append((t_think, one, None))
-    _check(frame, probes, answer)
+    check_frame(frame, probes, answer)
     return frame
 
 
@@ -162,7 +116,7 @@ def _split(text: str, calls: list[Span], per_call: int, lead: str, tail: str):
     open_len, open_digits = _common_end(lead, between, backwards=True)
     open_len = len(lead) - after_tag(lead, len(lead) - open_len)
     close_len, close_digits = _common_end(tail, between[: len(between) - open_len], backwards=False)
-    close_len = _before_tag(tail, close_len)
+    close_len = before_tag(tail, close_len)
     shift = len(lead) - open_len
     call_open = _with_index(lead[shift:], [d - shift for d in open_digits], bases)
     call_close = _with_index(tail[:close_len], close_digits, bases)
@@ -200,7 +154,7 @@ def _learn_params(text: str, args: dict[str, Any], lo: int) -> Params:
     gaps = [text[positions[a] + len(a) : positions[b]] for a, b in zip(order, order[1:], strict=False)]
     lead = text[lo : positions[order[0]]]
     open_ = common_suffix([*gaps, lead])
-    open_ = open_[after_tag(open_, 0) if _inside_tag(open_, 0) < 0 else 0 :]
+    open_ = open_[after_tag(open_, 0) if inside_tag(open_, 0) < 0 else 0 :]
     cut = after_tag(gaps[0], len(gaps[0]) - len(open_)) if gaps else len(lead) - len(open_)
     open_ = (gaps[0] if gaps else lead)[cut:]
     rests = [g[: len(g) - len(open_)] for g in gaps] + [text[positions[order[-1]] + len(order[-1]) :]]
@@ -218,7 +172,7 @@ def _learn_params(text: str, args: dict[str, Any], lo: int) -> Params:
         afters.append(rest[end:])
         encoders[kind] = syntax or JSON
     terminator = common_prefix(afters[:-1])
-    terminator = terminator[: _before_tag(afters[0], len(terminator))] if len(afters) > 1 else terminator
+    terminator = terminator[: before_tag(afters[0], len(terminator))] if len(afters) > 1 else terminator
     delimited = bool(terminator.strip()) and afters[-1].startswith(terminator) and bare_strings
     if not delimited and bare_strings:
         raise NotAFrame(f"parameter values are neither closed by a tag nor quoted: {text[lo:]!r}")
@@ -300,7 +254,7 @@ def _args_span(text: str, args: dict[str, Any], form: ValueSyntax | Params) -> t
     start = text.rfind(opening, 0, first) if opening else first
     if start < 0 or text[start + len(opening) : first].strip():
         return None
-    types = {k: _SCHEMA[value_kind(v)] for k, v in args.items()}
+    types = {k: SCHEMA_TYPES[value_kind(v)] for k, v in args.items()}
     try:
         value, end = read_params(form, text, start, types)
     except ValueError:
@@ -377,12 +331,6 @@ def _merge(pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _opening(answer: str, call: str) -> int:
-    """How much of a call turn's start it shares with an answer's (a think block): the calls
-    begin after it. Never cut inside a tag."""
-    return _before_tag(call, len(common_prefix([answer, call])))
-
-
 def turn_body(turn: str, answer: str) -> str:
     """A rendered turn without the closing text it shares with an answer turn (its end of turn):
     what a policy samples before its stop token."""
@@ -404,26 +352,6 @@ def _same_content_frame(t_content: str, answer: str) -> None:
             f"({t_content[: t_content.find(CONTENT)]!r} / {answer[: answer.find(ANSWER)]!r}): "
             "the turn's content is not the text around its calls"
         )
-
-
-def _inside_tag(text: str, cut: int) -> int:
-    """Where the tag that `cut` falls inside begins (-1: it falls between tags)."""
-    for match in TAGS.finditer(text):
-        if match.start() < cut < match.end():
-            return match.start()
-    return -1
-
-
-def after_tag(text: str, cut: int) -> int:
-    """`cut`, moved forward past the tag it falls inside, if any."""
-    start = _inside_tag(text, cut)
-    return cut if start < 0 else TAGS.match(text, start).end()
-
-
-def _before_tag(text: str, cut: int) -> int:
-    """`cut`, moved back to the start of the tag it falls inside, if any."""
-    start = _inside_tag(text, cut)
-    return cut if start < 0 else start
 
 
 def _content_place(
@@ -449,93 +377,6 @@ def _id_name(text: str, call_id: str) -> tuple[str, str] | None:
         return None
     before, _, after = call_id.partition(NAMES[0])
     return before, after.rstrip("0123456789")
-
-
-# -- markers: text that opens a call and never an answer ----------------------------------------
-
-
-def _with_call_marker(markers: tuple[str, ...], pieces: tuple[Piece, ...], answer: str) -> tuple[str, ...]:
-    """The block's marker and, where a call opens with a tag of its own, that tag too."""
-    opening = pieces[0] if isinstance(pieces[0], str) else ""
-    tag = first_tag(opening)
-    if tag and opening.lstrip().startswith(tag) and tag not in answer and tag not in markers:
-        return (*markers, tag)
-    return markers
-
-
-def call_lead(
-    answer: str, call: str, start: int, with_content: str | None, *, content_start: int | None
-) -> str:
-    """The text a call turn writes before its first call's first hole, less what an answer turn
-    writes too (a think block) and, where a turn with content writes other text first, less that."""
-    lead = call[_opening(answer, call) : start].lstrip()
-    if with_content is not None and content_start is not None and CONTENT in with_content:
-        at = with_content.find(CONTENT) + len(CONTENT)
-        if at <= content_start:
-            shared = len(common_suffix([lead, with_content[at:content_start]]))
-            lead = lead[after_tag(lead, len(lead) - shared) :].lstrip()
-    return lead
-
-
-def call_markers(answers: list[str], lead: str) -> tuple[str, ...]:
-    """The text that opens the template's call block where an answer never has it: the start of
-    `lead` (what a call turn writes before the first name or id), cut after its first tag that no
-    answer holds (or before its first JSON character); none where a call opens with JSON alone
-    (Llama 3)."""
-    json_at = min((i for i in (lead.find("{"), lead.find('"'), lead.find("'")) if i >= 0), default=len(lead))
-    text = lead[:json_at].rstrip("[ \n\t")
-    end = 0
-    while end < len(text):
-        tag = first_tag(text[end:])
-        if not tag:
-            end = len(text)
-            break
-        end = text.index(tag, end) + len(tag)
-        if not any(text[:end].strip() in a for a in answers):
-            break
-    marker = text[:end].strip()
-    if not marker or any(marker in a for a in answers):
-        return ()
-    return (marker,)
-
-
-# -- checking the frame against every probe ---------------------------------------------------
-
-
-def _check(
-    frame: CallFrame, probes: list[tuple[str, list[tuple[str, str, dict]], str | None]], answer: str
-) -> None:
-    tools = probe_tools()
-    for text, calls, content in probes:
-        result = frame.parse(text, tools)
-        expected = [(name, args) for name, _, args in calls]
-        got = [(c.name, c.arguments) for c in result.calls]
-        if (
-            result.errors
-            or got != expected
-            or not all(_typed_equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
-        ):
-            raise NotAFrame(
-                f"the frame learned from the template does not read back its own rendering {text!r} "
-                f"(read {got}, errors {result.errors})"
-            )
-        if content is not None and content not in result.content:
-            raise NotAFrame(f"the content beside the calls is not read back from {text!r}")
-        if content is not None and any(c in result.content for c in ("zqfn", "zqk")):
-            raise NotAFrame(f"the calls' text is read as content in {text!r}")
-    answer_read = frame.parse(answer, tools)
-    if answer_read.calls or answer_read.errors:
-        raise NotAFrame(f"an answer turn reads as a call: {answer!r}")
-
-
-def _typed_equal(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_typed_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_typed_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
 
 
 # -- small helpers -----------------------------------------------------------------------------

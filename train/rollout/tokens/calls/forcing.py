@@ -18,17 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aworld_train.rollout.tokens.calls.derivation import (
-    ANSWER,
-    NAMES,
-    ONE,
-    SECOND,
-    CallIds,
-    Render,
-    call_message,
-    turn_body,
-)
-from aworld_train.rollout.tokens.calls.frame import common_prefix, common_suffix
+from aworld_train.rollout.tokens.calls.derivation import turn_body
+from aworld_train.rollout.tokens.calls.literals import common_prefix, common_suffix
+from aworld_train.rollout.tokens.calls.probes import ANSWER, NAMES, ONE, SECOND, CallIds, Render, call_message
 
 # what opens a call's arguments, trimmed from a forced opening so that the policy writes them whole
 # (a forced `{` would also split the tokens it usually writes as one, such as `{"`)

@@ -17,16 +17,26 @@ read is an error, never an answer.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from aworld_train.rollout.tokens.calls.literals import (
+    common_prefix,
+    cut_short,
+    find_literal,
+    leading_space,
+    literal_chunks,
+    match_literal,
+    read_until,
+    skip_space,
+    trailing_space,
+    trim,
+)
 from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall, ParseResult, parameter_types
 from aworld_train.rollout.tokens.calls.values import JSON, ValueSyntax
 
 HoleKind = Literal["name", "id", "index", "args"]
 ValueKind = Literal["string", "number", "boolean", "object", "array", "null"]
-TAGS = re.compile(r"<[^<>]*>|\[[A-Z_/]+\]")  # a template's tags: <tool_call>, <|im_end|>, [TOOL_CALLS]
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ class CallFrame:
             result.calls.append(call)
             if not self._another_call(text, pos):
                 end = match_literal(text, pos, self.block_close) if self.block_close.strip() else None
-                if end is None and _cut_short(text, pos, self.block_close):
+                if end is None and cut_short(text, pos, self.block_close):
                     end = len(text)  # the turn stopped inside the block's closing text
                 return pos if end is None else end
             pos = match_literal(text, pos, self.sep) if self.sep.strip() else pos
@@ -157,7 +167,7 @@ class CallFrame:
             if isinstance(piece, str):
                 end = match_literal(text, pos, piece)
                 if end is None:
-                    if i > _last_hole(self.pieces) and _cut_short(text, pos, piece):
+                    if i > _last_hole(self.pieces) and cut_short(text, pos, piece):
                         return self._call(names, call_id, arguments), len(text)  # unclosed at the end
                     raise ValueError(f"expected {piece.strip()!r} at {text[pos : pos + 60]!r}")
                 pos = end
@@ -257,7 +267,7 @@ def read_params(params: Params, text: str, pos: int, types: dict[str, Any]) -> t
             if after_sep is None:
                 return out, start
             pos = after_sep
-        begin = match_literal(text, pos, params.open) if params.open.strip() else _skip_space(text, pos)
+        begin = match_literal(text, pos, params.open) if params.open.strip() else skip_space(text, pos)
         if begin is None or (not params.open.strip() and not _starts_key(text, begin, mid_stop)):
             return out, start
         key, pos = read_until(text, begin, mid_stop)
@@ -266,7 +276,7 @@ def read_params(params: Params, text: str, pos: int, types: dict[str, Any]) -> t
         declared = types.get(key)
         if params.close.strip():
             raw, pos = read_until(text, pos, params.close)
-            raw = _trim(raw, _trailing_space(params.mid(kind)), _leading_space(params.close))
+            raw = trim(raw, trailing_space(params.mid(kind)), leading_space(params.close))
             out[key] = _typed(raw, declared or kind, params)
             end = match_literal(text, pos, params.close)
             pos = len(text) if end is None else end
@@ -315,91 +325,9 @@ def _read_literal(text: str, pos: int, params: Params, kind: Any) -> tuple[Any, 
 
 def _starts_key(text: str, pos: int, mid: str) -> bool:
     """Does a key (text up to `mid` with no line break) start at `pos`?"""
-    first = _chunks(mid)[0] if _chunks(mid) else mid
+    first = literal_chunks(mid)[0] if literal_chunks(mid) else mid
     end = text.find(first, pos)
     return end > pos and "\n" not in text[pos:end] and not any(c in text[pos:end] for c in "()[]{}<>,")
-
-
-# -- literal text, whitespace not binding ---------------------------------------------------
-
-
-def _chunks(literal: str) -> list[str]:
-    return literal.split()
-
-
-def match_literal(text: str, pos: int, literal: str, tail: Literal["any", "none"] = "any") -> int | None:
-    """Where `literal` ends if it is at `pos` (whitespace between its parts not binding), None if
-    it is not there. Whitespace after it is taken too, unless `tail` is "none" (a bare value
-    follows, whose edges `_trim` cuts exactly)."""
-    for chunk in _chunks(literal):
-        pos = _skip_space(text, pos)
-        if not text.startswith(chunk, pos):
-            return None
-        pos += len(chunk)
-    if tail == "any" and _trailing_space(literal):
-        pos = _skip_space(text, pos)
-    return pos
-
-
-def find_literal(text: str, literal: str, start: int = 0) -> tuple[int, int] | None:
-    """The first place from `start` where `literal` is: (where it begins, where it ends)."""
-    chunks = _chunks(literal)
-    if not chunks:
-        return None
-    at = text.find(chunks[0], start)
-    while at >= 0:
-        end = match_literal(text, at, literal.lstrip())
-        if end is not None:
-            return at, end
-        at = text.find(chunks[0], at + 1)
-    return None
-
-
-def read_until(text: str, pos: int, stop: str) -> tuple[str, int]:
-    """The text from `pos` to where `stop` begins (to the end where it does not occur)."""
-    found = find_literal(text, stop, pos) if stop.strip() else None
-    end = found[0] if found else len(text)
-    return text[pos:end], end
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-def _leading_space(text: str) -> str:
-    return text[: len(text) - len(text.lstrip())]
-
-
-def _trailing_space(text: str) -> str:
-    return text[len(text.rstrip()) :]
-
-
-def _trim(raw: str, head: str, tail: str) -> str:
-    if head and raw.startswith(head):
-        raw = raw[len(head) :]
-    if tail and raw.endswith(tail):
-        raw = raw[: len(raw) - len(tail)]
-    return raw
-
-
-def common_prefix(texts: list[str]) -> str:
-    first = texts[0] if texts else ""
-    n = 0
-    while n < len(first) and all(len(t) > n and t[n] == first[n] for t in texts):
-        n += 1
-    return first[:n]
-
-
-def common_suffix(texts: list[str]) -> str:
-    return common_prefix([t[::-1] for t in texts])[::-1]
-
-
-def _cut_short(text: str, pos: int, literal: str) -> bool:
-    """Does the text end at `pos` or partway into `literal` (the stop token cut the closing text)?"""
-    rest = "".join(text[pos:].split())
-    return "".join(literal.split()).startswith(rest)
 
 
 def _first_literal(pieces: tuple[Piece, ...]) -> str:
@@ -423,8 +351,3 @@ def _name_of(call_id: str | None, id_name: tuple[str, str] | None) -> str:
     rest = call_id[len(before) :]
     at = rest.rfind(after) if after else len(rest)
     return rest[:at] if at > 0 else ""
-
-
-def first_tag(text: str) -> str:
-    match = TAGS.search(text)
-    return match.group() if match else ""

@@ -14,7 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aworld_train.rollout.tokens.calls.derivation import (
+from aworld_train.rollout.tokens.calls.derivation import NotAFrame, derive_frame, turn_body
+from aworld_train.rollout.tokens.calls.literals import find_literal
+from aworld_train.rollout.tokens.calls.markers import call_lead, call_markers
+from aworld_train.rollout.tokens.calls.parsers.base import ParseResult, ToolParser
+from aworld_train.rollout.tokens.calls.parsers.template import TemplateParser
+from aworld_train.rollout.tokens.calls.probes import (
     ANSWER,
     CONTENT,
     NAMES,
@@ -22,18 +27,10 @@ from aworld_train.rollout.tokens.calls.derivation import (
     SECOND,
     TYPED,
     CallIds,
-    NotAFrame,
     Render,
-    call_lead,
-    call_markers,
     call_message,
-    derive_frame,
     probe_tools,
-    turn_body,
 )
-from aworld_train.rollout.tokens.calls.frame import find_literal
-from aworld_train.rollout.tokens.calls.parsers.base import ParseResult, ToolParser
-from aworld_train.rollout.tokens.calls.parsers.template import TemplateParser
 from aworld_train.rollout.tokens.calls.registry import AUTO, TEMPLATE, get_parser, parser_names
 
 

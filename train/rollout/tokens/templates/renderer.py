@@ -17,7 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from aworld_train.rollout.tokens.calls.derivation import probe_tools
+from aworld_train.rollout.tokens.calls.probes import probe_tools
 from aworld_train.rollout.tokens.calls.registry import (
     AUTO,
     TEMPLATE,

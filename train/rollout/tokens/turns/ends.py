@@ -13,18 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aworld_train.rollout.tokens.calls.derivation import (
+from aworld_train.rollout.tokens.calls.literals import after_tag, common_suffix
+from aworld_train.rollout.tokens.calls.probes import (
     ANSWER,
     CONTENT,
     NAMES,
     ONE,
     SECOND,
     THOUGHT,
-    after_tag,
     call_message,
     probe_tools,
 )
-from aworld_train.rollout.tokens.calls.frame import common_suffix
 
 _NEXT = "zqnext"
 
