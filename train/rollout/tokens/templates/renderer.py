@@ -28,58 +28,17 @@ from aworld_train.rollout.tokens.calls.registry import (
 )
 from aworld_train.rollout.tokens.calls.resolution import CallFormat, resolve
 from aworld_train.rollout.tokens.calls.tool_block import example_call, example_call_text, tool_block
+from aworld_train.rollout.tokens.templates.deltas import cut_after_turn, shows, stand_in_history
 from aworld_train.rollout.tokens.templates.families import detect_family
-
-Message = dict[str, Any]
-
-_MARK = "ASSISTANT_STAND_IN"
-_STAND_IN = {
-    "system": "SYSTEM_STAND_IN",
-    "user": "USER_STAND_IN",
-    "assistant": "EARLIER_REPLY",
-    "tool": "RESULT_STAND_IN",
-}
-_STAND_IN_TEXT = tuple(_STAND_IN.values())
-_PROBE_TOOL = {
-    "type": "function",
-    "function": {"name": "zz_probe_tool", "description": "d", "parameters": {}},
-}
-# a tool as agents send them, typed parameters and all: a template that reads
-# `parameters.properties` raises on the bare probe above, which says nothing of its tool support
-_TYPED_PROBE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "zz_probe_tool",
-        "description": "Look a city up",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "its name"},
-                "days": {"type": "integer"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-_PROBE_RESULT = "ZZ_PROBE_RESULT"
-
-
-def content_text(content: Any) -> str:
-    """OpenAI content (None, str, or a list of parts) as plain text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                parts.append(str(part.get("text", "")))
-            else:
-                parts.append(str(part))
-        return "".join(parts)
-    return str(content)
-
+from aworld_train.rollout.tokens.templates.messages import (
+    Message,
+    call_names,
+    content_text,
+    dict_arguments,
+    named_results,
+    with_dict_arguments,
+)
+from aworld_train.rollout.tokens.templates.template_probes import PROBE_TOOL, TemplateProbes
 
 _FORMATS: dict[tuple, CallFormat] = {}  # call formats by template (derived once per process)
 _RESOLVING = CallFormat(None, AUTO)  # while a renderer resolves its own
@@ -89,7 +48,7 @@ class ToolResultsLost(ValueError):
     """A tool result did not reach the next prompt: the template dropped it."""
 
 
-class ChatRenderer:
+class ChatRenderer(TemplateProbes):
     """Renders messages to ids with a tokenizer's chat template, fitted to its family.
 
     Probed once by rendering: a template that ignores `tools=` gets our tool block in the system
@@ -132,7 +91,7 @@ class ChatRenderer:
             False,
         )
         self.system_role = self._probe_system_role()
-        self._probe_tools = [_PROBE_TOOL]
+        self._probe_tools = [PROBE_TOOL]
         self.supports_tools = self._detect_tool_support()
         self.renders_calls = self._probe_renders_calls()
         # 'never': the agent's own prompt (e.g. few-shot turns) shows the tools instead
@@ -250,63 +209,6 @@ class ChatRenderer:
             **self.template_kwargs,
         )
 
-    def _probe_system_role(self) -> bool:
-        try:
-            text = self._apply(
-                [{"role": "system", "content": "zz_probe_system"}, {"role": "user", "content": "hi"}]
-            )
-        except Exception:
-            return False
-        return "zz_probe_system" in text
-
-    def _detect_tool_support(self) -> bool:
-        """Does the template show the tools it is given? Asked with a typed tool and a bare one
-        (templates raise on one or the other); only a template that shows neither ignores tools."""
-        probe = self._prepare([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
-        for tool in (_TYPED_PROBE_TOOL, _PROBE_TOOL):
-            try:
-                if "zz_probe_tool" in self._apply(probe, tools=[tool]):
-                    self._probe_tools = [tool]  # what the later probes give the template
-                    return True
-            except Exception:
-                continue
-        return False
-
-    def _probe_call(self) -> Message:
-        call_id = self.family.call_id(ParsedCall("zz_probe_call", {}), 0, 0, set())
-        call = {"id": call_id, "type": "function", "function": {"name": "zz_probe_call", "arguments": "{}"}}
-        return {"role": "assistant", "content": "", "tool_calls": [call]}
-
-    def _probe_renders_calls(self) -> bool:
-        probe = self._prepare([{"role": "user", "content": "hi"}, self._probe_call()])
-        try:
-            return "zz_probe_call" in self._apply(
-                probe, tools=self._probe_tools if self.supports_tools else None
-            )
-        except Exception:
-            return False
-
-    def _probe_tool_results(self) -> str | None:
-        call = self._probe_call()
-        result = {
-            "role": "tool",
-            "content": _PROBE_RESULT,
-            "tool_call_id": call["tool_calls"][0]["id"],
-            "name": "zz_probe_call",
-        }
-        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, call, result]
-        try:
-            text = self._apply(
-                self._prepare(messages),
-                tools=self._probe_tools if self.supports_tools else None,
-                add_generation_prompt=True,
-            )
-        except Exception as exc:
-            return f"the chat template fails on a tool result ({type(exc).__name__}: {exc})"
-        if _PROBE_RESULT not in text:
-            return "the chat template drops tool results (it renders no 'tool' message)"
-        return None
-
     def turn_text(
         self, history: list[Message], message: Message, tools: list[dict[str, Any]] | None = None
     ) -> str:
@@ -342,7 +244,7 @@ class ChatRenderer:
         """Assistant tool calls as the model writes them, for templates that do not render them: in
         the format the run reads (the family's while that is being resolved)."""
         parsed = [
-            ParsedCall(c["function"]["name"], _dict_arguments(c["function"].get("arguments")), c.get("id"))
+            ParsedCall(c["function"]["name"], dict_arguments(c["function"].get("arguments")), c.get("id"))
             for c in calls
         ]
         writer = self.calls.parser or self._writing or get_parser(self.family.parser)
@@ -350,14 +252,14 @@ class ChatRenderer:
 
     def _prepare(self, messages: list[Message], tools: list[dict] | None = None) -> list[Message]:
         out: list[Message] = []
-        names = _call_names(messages)
+        names = call_names(messages)
         for msg in messages:
             role = msg.get("role")
             item: Message = {"role": role, "content": content_text(msg.get("content"))}
             if role == "assistant" and msg.get("tool_calls"):
                 calls = msg["tool_calls"]
                 if self.renders_calls:
-                    item["tool_calls"] = [_with_dict_arguments(c) for c in calls]
+                    item["tool_calls"] = [with_dict_arguments(c) for c in calls]
                 else:
                     text = self.call_text(calls)
                     item["content"] = (item["content"] + "\n" if item["content"] else "") + text
@@ -428,7 +330,7 @@ class ChatRenderer:
         policy ended the turn with, if it did (it is not written twice)."""
         text = self.delta_text(history, new_messages, tools, stop_text)
         for message in new_messages:
-            if message.get("role") == "tool" and not _shows(text, content_text(message.get("content"))):
+            if message.get("role") == "tool" and not shows(text, content_text(message.get("content"))):
                 raise ToolResultsLost(
                     f"the tool result for call {message.get('tool_call_id')!r} is not in the next prompt: "
                     f"{self.tool_results_problem or 'the chat template dropped it'}"
@@ -453,13 +355,14 @@ class ChatRenderer:
         turn's content and the delta starts with the template's closing text.
         """
         tools = tools if self.supports_tools else None
-        new_messages = _named(new_messages, history)
+        new_messages = named_results(new_messages, history)
         calls = bool(history and history[-1].get("tool_calls"))
         systems = (True, False) if any(m.get("role") == "system" for m in history) else (False,)
         reasons = []
+        closers = (stop_text, *self.family.closers, self._eos())
         for keep_system in systems:
             for with_calls in (True, False) if calls and stop_text else (False,):
-                stand_in = _stand_in(history, keep_system, with_calls)
+                stand_in = stand_in_history(history, keep_system, with_calls)
                 try:
                     text = self._apply(
                         self._prepare(stand_in + new_messages), tools=tools, add_generation_prompt=True
@@ -467,38 +370,9 @@ class ChatRenderer:
                 except Exception as exc:  # a template may refuse one stand-in (e.g. a call-less result)
                     reasons.append(f"{type(exc).__name__}: {exc}")
                     continue
-                marks = text.count(_MARK)
-                earlier = max((text.rfind(w) + len(w) for w in _STAND_IN_TEXT if w in text), default=0)
-                first_new = _first_shown(text, new_messages, earlier)
-                if with_calls and first_new >= 0 and (marks == 0 or first_new < text.find(_MARK)):
-                    # the template writes a call turn's content after its tool results (Gemma 4) or
-                    # not at all (Solar): the calls end at the stop token before the first result,
-                    # and the content, which the model has not written, is left out
-                    at = text.rfind(stop_text, 0, first_new)
-                    if at < 0 or marks > 1:
-                        reasons.append(f"the template does not end the calls with {stop_text!r}")
-                        continue
-                    tail = text[at + len(stop_text) :].replace(_MARK, "")
-                elif marks != 1:
-                    reasons.append("the stand-in assistant content is not rendered exactly once")
-                    continue
-                elif with_calls:
-                    tail = text[text.index(_MARK) + len(_MARK) :]
-                    at = tail.find(stop_text)
-                    if at < 0:
-                        reasons.append(f"the template does not end the turn with {stop_text!r}")
-                        continue
-                    tail = tail[at + len(stop_text) :]
-                else:
-                    tail = text[text.index(_MARK) + len(_MARK) :]
-                if stop_text:
-                    # the sampled stop token closed the turn (<|im_end|>, <|eot_id|>, </s>), opened
-                    # the next one (GLM's <|observation|>) or stands for the template's closer
-                    # (gpt-oss's <|return|> for <|end|>): no turn end is written after it again,
-                    # whitespace before it or not (Apriel writes "\n<|end|>\n" and its eos)
-                    tail = _after_closers(tail, (stop_text, *self.family.closers, self._eos()))
-                if any(word in tail for word in _STAND_IN_TEXT):
-                    reasons.append("the template repeats earlier turns after the assistant turn")
+                tail, reason = cut_after_turn(text, new_messages, stop_text, with_calls, closers)
+                if tail is None:
+                    reasons.append(reason)
                     continue
                 return tail
         raise ValueError(
@@ -518,84 +392,3 @@ def renderer_for(tokenizer, rollout) -> ChatRenderer:
         tool_parser=rollout.tool_parser,
         tool_results_as_user=rollout.tool_results_as_user,
     )
-
-
-def _call_names(messages: list[Message]) -> dict[str, str]:
-    """The tool name of each call id in `messages` (a tool message names its tool by them)."""
-    names = {}
-    for message in messages:
-        for call in message.get("tool_calls") or []:
-            name = call.get("function", {}).get("name")
-            if call.get("id") and name:
-                names[call["id"]] = name
-    return names
-
-
-def _named(new_messages: list[Message], history: list[Message]) -> list[Message]:
-    """`new_messages` with each tool message named after its call in `history`, where it is not."""
-    names = _call_names(history)
-    return [
-        {**m, "name": names[m["tool_call_id"]]}
-        if m.get("role") == "tool" and not m.get("name") and m.get("tool_call_id") in names
-        else m
-        for m in new_messages
-    ]
-
-
-def _stand_in(history: list[Message], keep_system: bool, with_calls: bool) -> list[Message]:
-    """`history` with stand-in text; the last (assistant) turn's content is the cut mark."""
-    out: list[Message] = []
-    for i, message in enumerate(history):
-        role = message.get("role")
-        last = i == len(history) - 1
-        if role == "system" and not keep_system:
-            continue
-        item: Message = {"role": role, "content": _MARK if last else _STAND_IN.get(role, "STAND_IN")}
-        if message.get("tool_calls") and (with_calls or not last):
-            item["tool_calls"] = message["tool_calls"]
-        for key in ("tool_call_id", "name"):
-            if message.get(key):
-                item[key] = message[key]
-        out.append(item)
-    return out
-
-
-def _after_closers(tail: str, closers: tuple[str, ...]) -> str:
-    """`tail` without the turn ends it opens with (and the whitespace before each)."""
-    closers = tuple(c for c in closers if c)
-    while True:
-        stripped = tail.lstrip()
-        closer = next((c for c in closers if stripped.startswith(c)), None)
-        if closer is None:
-            return tail
-        tail = stripped[len(closer) :]
-
-
-def _first_shown(text: str, messages: list[Message], start: int) -> int:
-    """Where the first of `messages` with content shows in `text` from `start` (-1: none does)."""
-    for message in messages:
-        content = content_text(message.get("content")).strip()
-        if content:
-            return text.find(content, start)
-    return -1
-
-
-def _shows(text: str, content: str) -> bool:
-    """Does the rendered text hold a tool result (as written, or JSON-escaped by the template)?"""
-    content = content.strip()
-    return not content or content in text or json.dumps(content, ensure_ascii=False)[1:-1] in text
-
-
-def _dict_arguments(args: Any) -> Any:
-    if isinstance(args, str):
-        try:
-            return json.loads(args)
-        except json.JSONDecodeError:
-            return args
-    return args
-
-
-def _with_dict_arguments(call: dict[str, Any]) -> dict[str, Any]:
-    fn = dict(call.get("function", {}))
-    fn["arguments"] = _dict_arguments(fn.get("arguments"))
-    return {"type": "function", "id": call.get("id"), "function": fn}
