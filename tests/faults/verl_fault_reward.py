@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the dens
 
 from verl_cpu_support import distinct_chars  # noqa: E402
 
-from aworld_train.rollout.episodes.episode import Episode  # noqa: E402
+from aworld_train.rollout.episodes.tool_servers import ToolServers  # noqa: E402
 
 __all__ = ["distinct_chars"]
 
@@ -59,13 +59,13 @@ def wait_until_closed(port: int, pid: int, timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-_tools_missing = Episode._tools_missing
+_missing = ToolServers.missing
 
 
 async def _killing_first(self, tools, role, first_call: bool):
     if first_call:
         kill_server_once()
-    return await _tools_missing(self, tools, role, first_call)
+    return await _missing(self, tools, role, first_call)
 
 
-Episode._tools_missing = _killing_first
+ToolServers.missing = _killing_first
