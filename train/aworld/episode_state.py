@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 
 from aworld_train.core.patch_table import AWORLD_VERSION
 from aworld_train.core.upstream import check_version
 
 
+@functools.cache  # once a process: it runs on every episode's release, and the version cannot change
 def _read_against_this_aworld() -> None:
     """What follows was read against AWORLD_VERSION only: on another AWorld, refuse with the fix."""
     check_version("aworld", AWORLD_VERSION, "aworld-train's AWorld integration")

@@ -55,8 +55,8 @@ def facade_limits(cfg: TrainConfig, explicit: frozenset[str]) -> list[str]:
     lora = cfg.algorithm.lora
     if cfg.algorithm.max_staleness and cfg.algorithm.importance_cap <= 1.0:
         limits.append(
-            "algorithm.importance_cap=1: AReaL clamps importance weights above 1 only "
-            "(actor.rejection_sampling.upper must be over 1); raise it"
+            f"algorithm.importance_cap={cfg.algorithm.importance_cap:g}: AReaL clamps importance weights "
+            "above 1 only (actor.rejection_sampling.upper must be over 1); raise it"
         )
     if lora is not None and lora.alpha != int(lora.alpha):
         limits.append(f"algorithm.lora.alpha={lora.alpha:g}: AReaL takes a whole number (actor.lora_alpha)")
