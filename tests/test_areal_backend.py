@@ -368,3 +368,32 @@ def test_the_cpu_policy_server_drops_an_answer_the_weights_changed_under(tiny_mo
     policy.generate = sample
     answer = asyncio.run(server.generate(body))
     assert answer["output_ids"] and answer["meta_info"]["weight_version"] == 1
+
+
+def test_a_load_credits_the_weights_it_replaced_with_only_their_own_tokens(tiny_model_dir, tokenizer, stop_ids):
+    """The events file says which version served what: an answer sampled on the new weights before the
+    load is recorded (the load runs in a thread; answers finish meanwhile) counts for the new version,
+    never for the one the load replaced."""
+    import asyncio
+
+    import torch
+
+    from aworld_train.engines.areal.cpu.server import PolicyServer
+    from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.models import load_model
+
+    policy = LocalPolicy(load_model(str(tiny_model_dir), dtype=torch.float32), tokenizer, stop_ids)
+    server = PolicyServer(policy, max_len=256)
+    body = {"input_ids": tokenizer.encode("What is 2 + 2?"), "sampling_params": {"max_new_tokens": 4}}
+    on_old = asyncio.run(server.generate(body))
+    policy.load_weights({k: v.clone() for k, v in policy.model.state_dict().items()}, version=1)
+    on_new = asyncio.run(server.generate(body))  # finishes before the load below is recorded
+    assert on_new["meta_info"]["weight_version"] == 1
+    record = server.record("weights", 0, 1, tiny_model_dir, loaded=1, started=0.0)
+    assert record["served_on_previous"] == {
+        "version": 0,
+        "requests": 1,
+        "tokens": len(on_old["output_ids"]),
+        "discarded": 0,
+    }
+    assert server.served == {"requests": 1, "tokens": len(on_new["output_ids"]), "discarded": 0}

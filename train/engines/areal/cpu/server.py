@@ -106,7 +106,9 @@ class PolicyServer:
         self.events = events
         self.running = asyncio.Event()
         self.running.set()
-        self.served = {"requests": 0, "tokens": 0, "discarded": 0}
+        # per weight version: a request that finishes on the new weights while a load is still
+        # being recorded counts for the new version, not for the one the load replaced
+        self.counts: dict[int, dict[str, int]] = {}
         self.loads: list[dict[str, Any]] = []
         # the LoRA adapter served on the base, once one is loaded: its name without the version
         self.adapter: str | None = None
@@ -163,6 +165,14 @@ class PolicyServer:
             raise AdapterError(f"LoRA adapter {lora_name!r} is not loaded (served: {self.served_adapter()})")
         return version
 
+    @property
+    def served(self) -> dict[str, int]:
+        """Requests, tokens and discarded tokens of the weights served now."""
+        return self.served_by(self.version)
+
+    def served_by(self, version: int) -> dict[str, int]:
+        return self.counts.setdefault(version, {"requests": 0, "tokens": 0, "discarded": 0})
+
     def served_adapter(self) -> str | None:
         return None if self.adapter is None else f"{self.adapter}-v{self.version}"
 
@@ -185,10 +195,11 @@ class PolicyServer:
             # AReaL stamps the tokens with the version it set after the load, which it may not have
             # set yet: as SGLang aborts a request its pause caught before prefill, drop the tokens;
             # AReaL's client asks again once its update is over
-            self.served["discarded"] += len(gen.token_ids)
+            self.served_by(version)["discarded"] += len(gen.token_ids)
             return aborted(len(prompt), version)
-        self.served["requests"] += 1
-        self.served["tokens"] += len(gen.token_ids)
+        counts = self.served_by(version)
+        counts["requests"] += 1
+        counts["tokens"] += len(gen.token_ids)
         if gen.finish_reason == "stop":
             finish = {"type": "stop", "matched": gen.token_ids[-1]}
         else:
@@ -258,10 +269,10 @@ class PolicyServer:
             "path": str(folder),
             "tensors": loaded,
             "load_s": round(time.monotonic() - started, 3),
-            "served_on_previous": {"version": previous, **self.served},
+            "served_on_previous": {"version": previous, **self.served_by(previous)},
             **extra,
         }
-        self.served = {"requests": 0, "tokens": 0, "discarded": 0}
+        del self.counts[previous]
         self.loads.append(record)
         if self.events is not None:
             with self.events.open("a") as out:
@@ -272,7 +283,7 @@ class PolicyServer:
         cache = self.policy.prefix_cache
         return {
             "weight_version": self.version,
-            "served": self.served,
+            "served": dict(self.served),
             "weight_loads": self.loads,
             "adapter": self.served_adapter(),
             "adapter_unloads": self.unloaded,
