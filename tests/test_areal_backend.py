@@ -370,7 +370,9 @@ def test_the_cpu_policy_server_drops_an_answer_the_weights_changed_under(tiny_mo
     assert answer["output_ids"] and answer["meta_info"]["weight_version"] == 1
 
 
-def test_a_load_credits_the_weights_it_replaced_with_only_their_own_tokens(tiny_model_dir, tokenizer, stop_ids):
+def test_a_load_credits_the_weights_it_replaced_with_only_their_own_tokens(
+    tiny_model_dir, tokenizer, stop_ids
+):
     """The events file says which version served what: an answer sampled on the new weights before the
     load is recorded (the load runs in a thread; answers finish meanwhile) counts for the new version,
     never for the one the load replaced."""

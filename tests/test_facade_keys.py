@@ -153,10 +153,42 @@ def test_what_an_engine_cannot_honour_is_refused_naming_its_limit(tmp_path):
     with pytest.raises(ConfigError, match=r"algorithm.mini_batches=3 does not divide data.batch_size=4"):
         odd = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "mini_batches": 3}, "backend": "verl"}
         trainer_for(tmp_path / "odd", odd).render()
-    for backend, native in (("verl", "actor_rollout_ref.rollout.name"), ("areal", "allocation_mode")):
-        vllm = {**SETTINGS, "rollout": {"engine": "vllm"}, "backend": backend}
-        with pytest.raises(ConfigError, match=rf"rollout.engine: vllm .* backend {backend} .*{native}"):
-            trainer_for(tmp_path / f"vllm-{backend}", vllm)
+    vllm = {**SETTINGS, "rollout": {"engine": "vllm"}}
+    with pytest.raises(ConfigError, match=r"rollout.engine: vllm .* backend areal .*allocation_mode"):
+        trainer_for(tmp_path / "vllm-areal", {**vllm, "backend": "areal"})
+    with pytest.raises(
+        ConfigError, match=r"on a GPU verl samples with its own vLLM rollout .*rollout.name: vllm"
+    ):
+        trainer_for(tmp_path / "vllm-verl-gpu", {**vllm, "backend": "verl"})
+    cpu = {**vllm, "backend": "verl", "verl": {"trainer": {"device": "cpu"}}}
+    with pytest.raises(ConfigError, match=r"rollout.engine: vllm with algorithm.lora .* pushes full weights"):
+        trainer_for(tmp_path / "vllm-verl-lora", cpu)
+    full = {**cpu, "algorithm": {k: v for k, v in SETTINGS["algorithm"].items() if k != "lora"}}
+    separate = {**full, "verl": {"trainer": {"device": "cpu", "v1": {"trainer_mode": "separate_async"}}}}
+    with pytest.raises(ConfigError, match=r"separate_async: its two CPU replicas would each start a vLLM"):
+        trainer_for(tmp_path / "vllm-verl-separate", separate)
+
+
+def test_rollout_engine_vllm_on_a_verl_cpu_run_is_the_aworld_cpu_rollouts_engine_kwargs(tmp_path):
+    """Renders the config only: the facade's rollout.engine reaches verl's own extension point for an
+    engine's arguments, which the `aworld_cpu` server reads (tests/test_verl_cpu_vllm_e2e.py runs it)."""
+    algorithm = {k: v for k, v in SETTINGS["algorithm"].items() if k != "lora"}
+    given = {
+        **config("verl", verl={"trainer": {"device": "cpu"}}),
+        "algorithm": algorithm,
+        "rollout": {"engine": "vllm", "vllm_kv_cache_gib": 1.5},
+    }
+    run = trainer_for(tmp_path, given).render()
+    rollout = run.final.actor_rollout_ref.rollout
+    assert rollout.name == "aworld_cpu"
+    assert dict(rollout.engine_kwargs.aworld_cpu) == {
+        "sampler": "vllm",
+        "kv_cache_gib": 1.5,
+        "seed": 0,
+        "run_folder": str(run.folder),
+    }
+    plain = trainer_for(tmp_path / "plain", {**given, "rollout": {}}).render()
+    assert "aworld_cpu" not in plain.final.actor_rollout_ref.rollout.engine_kwargs
 
 
 def test_each_engine_declares_what_it_can_do():
@@ -164,6 +196,6 @@ def test_each_engine_declares_what_it_can_do():
 
     capabilities = {name: get_engine(name).capabilities for name in ("local", "verl", "areal")}
     assert {name for name, c in capabilities.items() if c.sft} == {"local", "verl"}
-    assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local"}
+    assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local", "verl"}
     with pytest.raises(ConfigError, match="sft.backend: areal does not fine-tune; use local or verl"):
         get_engine("areal").sft(None, None, None)

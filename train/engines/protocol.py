@@ -25,8 +25,8 @@ class Capabilities:
     """What an engine does beyond training a GRPO run."""
 
     sft: bool = False  # `aworld-train sft`: supervised fine-tuning on trajectories
-    # `rollout.engine: vllm`: vLLM's own server samples its rollouts (verl's and AReaL's rollouts are
-    # sampled by the inference engine their own config names)
+    # `rollout.engine: vllm`: vLLM's own server samples its rollouts (local; verl's CPU rollout).
+    # AReaL's are sampled by the inference engine its own config names
     vllm_sampler: bool = False
 
 
@@ -67,7 +67,6 @@ def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
     """Settings of the common config an engine has no capability for, refused before anything loads."""
     if config.rollout.engine == "vllm" and not engine.capabilities.vllm_sampler:
         native = {
-            "verl": "verl.actor_rollout_ref.rollout.name: vllm (verl's own vLLM rollout, on a GPU)",
             "areal": "the inference engine areal.allocation_mode names (sglang or vllm, on a GPU)",
         }.get(engine.name, "the engine's own rollout settings")
         raise ConfigError(

@@ -87,13 +87,13 @@ def chat_template(inputs: RunInputs) -> Check:
 
 
 def sampler(inputs: RunInputs) -> Check:
-    """What samples the local backend's rollouts: the trainer's own model, or vLLM's server (whose
-    environment must be there)."""
+    """What samples the rollouts of an engine that offers the choice (local; verl's `aworld_cpu`
+    rollout): the trainer's own model, or vLLM's server (whose environment must be there)."""
     from aworld_train.rollout.policies.vllm_server import vllm_missing, vllm_python
 
     rollout = inputs.config.rollout
     if rollout.engine != "vllm":
-        return Check("sampler", True, "transformers: the trainer's own model samples, in its process")
+        return Check("sampler", True, "transformers: the trainer's own model samples (with transformers)")
     missing = vllm_missing()
     if missing:
         return Check("sampler", False, f"rollout.engine=vllm: {missing}")
@@ -107,7 +107,7 @@ def run_checks(inputs: RunInputs, engine, run: RenderedRun | None = None) -> lis
     checks = [
         run_folder_writable(inputs.run_dir),
         chat_template(inputs),
-        *([sampler(inputs)] if inputs.config.backend == "local" else []),
+        *([sampler(inputs)] if engine.capabilities.vllm_sampler else []),
         *mcp_servers_answer(inputs, start_servers=run is None),
     ]
     checks.extend(engine.checks(inputs, run))

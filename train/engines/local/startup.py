@@ -5,8 +5,6 @@ failure streaks that stop a run."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,38 +69,27 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
 
 def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
     """vLLM's server on the trainer's own weights (a resumed run's included), sampling for `runner`
-    (rollout.engine: vllm). Its model folder is written from the model that trains (a LoRA run's
-    base is the run's model, its adapters pushed beside it), in memory where there is /dev/shm."""
+    (rollout.engine: vllm); a LoRA run's base is the run's model, its adapters pushed beside it."""
     from aworld_train.rollout.policies.models import resolve_model_path
     from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
-    from aworld_train.rollout.policies.vllm_server import VLLMServer
-    from aworld_train.rollout.policies.vllm_weights import write_model_folder
 
     cfg = inputs.config
-    shm = Path("/dev/shm")
-    folder = Path(tempfile.mkdtemp(prefix="aworld-train-vllm-", dir=shm if shm.is_dir() else None))
-    original = str(resolve_model_path(cfg.model))
-    try:
-        served = original if cfg.algorithm.lora else str(write_model_folder(model, folder))
-        server = VLLMServer(
-            served,
-            original,
-            inputs.run_dir / "vllm.log",
-            dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
-            max_model_len=cfg.rollout.max_total_tokens,
-            seed=cfg.trainer.seed,
-            kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
-            lora_rank=cfg.algorithm.lora.rank if cfg.algorithm.lora else None,
-        )
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
+    policy = VLLMPolicy.start(
+        model,
+        tokenizer,
+        runner.stop_token_ids,
+        str(resolve_model_path(cfg.model)),
+        inputs.run_dir / "vllm.log",
+        max_model_len=cfg.rollout.max_total_tokens,
+        seed=cfg.trainer.seed,
+        kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
+        lora_rank=cfg.algorithm.lora.rank if cfg.algorithm.lora else None,
+    )
+    server = policy.server
     console.print(
         f"sampler: vLLM's server at {server.url}, ready in {server.started_s:.0f}s (log {server.log_path})"
     )
-    return VLLMPolicy(
-        server, model, tokenizer, runner.stop_token_ids, folder, lora=cfg.algorithm.lora is not None
-    )
+    return policy
 
 
 def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 class VerlEngine(Engine):
     name = "verl"
-    # its rollouts are sampled by verl's own rollout (actor_rollout_ref.rollout.name), not rollout.engine
-    capabilities = Capabilities(sft=True)
+    # a GPU run samples with verl's own rollout (actor_rollout_ref.rollout.name); a CPU run's
+    # `aworld_cpu` rollout with transformers or, given rollout.engine: vllm, vLLM's server
+    capabilities = Capabilities(sft=True, vllm_sampler=True)
 
     def native_inputs(self, config) -> NativeInputs:
         from aworld_train.engines.verl.render import native_inputs
@@ -51,6 +52,7 @@ class VerlEngine(Engine):
 
         from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
         from aworld_train.engines.native import launch_run
+        from aworld_train.engines.verl.cpu_run import remove_vllm_weights
         from aworld_train.engines.verl.step_lines import MismatchWatch
 
         def refuse_nothing_to_resume(run: RenderedRun) -> None:
@@ -61,15 +63,18 @@ class VerlEngine(Engine):
             if resume and latest_verl_checkpoint(folder) is None:
                 raise ConfigError(no_checkpoint_to_resume(folder))
 
-        return launch_run(
-            self,
-            inputs,
-            ["trainer.resume_mode=auto"],
-            resume,
-            refuse=refuse_nothing_to_resume,
-            # each step's rollout mismatch after verl's step line, warned above the tolerance
-            watch=MismatchWatch(inputs.config.algorithm.mismatch_tolerance),
-        )
+        try:
+            return launch_run(
+                self,
+                inputs,
+                ["trainer.resume_mode=auto"],
+                resume,
+                refuse=refuse_nothing_to_resume,
+                # each step's rollout mismatch after verl's step line, warned above the tolerance
+                watch=MismatchWatch(inputs.config.algorithm.mismatch_tolerance),
+            )
+        finally:
+            remove_vllm_weights(inputs.run_dir / "verl")
 
     def sft(
         self, cfg: TrainConfig, data: SFTData, run_dir: Path, render_only: bool = False

@@ -102,6 +102,56 @@ def cpu_extras(final: Any, joins_cluster: bool = False) -> None:
             override.attn_implementation = "sdpa"  # verl's default flash attention needs CUDA
 
 
+def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
+    """`rollout.engine: vllm` on verl: the `aworld_cpu` rollout samples with vLLM's server. A GPU run
+    samples with verl's own vLLM rollout already; a LoRA adapter and separate_async's second
+    replica are not served this way yet."""
+    if cfg.rollout.engine != "vllm":
+        return
+    if not is_cpu_run(cfg):
+        raise ConfigError(
+            "rollout.engine: vllm picks the sampler of a CPU run (verl.trainer.device: cpu); on a GPU verl "
+            "samples with its own vLLM rollout (actor_rollout_ref.rollout.name: vllm, the default): remove "
+            "rollout.engine"
+        )
+    if cfg.algorithm.lora:
+        raise ConfigError(
+            "rollout.engine: vllm with algorithm.lora on verl's CPU run: the aworld_cpu rollout pushes full "
+            "weights to vLLM, not adapters; remove rollout.engine (transformers samples the adapter) or "
+            "algorithm.lora (the local backend serves adapters through vLLM)"
+        )
+    if _native(cfg, "trainer.v1.trainer_mode") == "separate_async":
+        raise ConfigError(
+            "rollout.engine: vllm with verl.trainer.v1.trainer_mode=separate_async: its two CPU replicas "
+            "would each start a vLLM server; use sync or colocate_async, or remove rollout.engine"
+        )
+
+
+def vllm_sampler_extras(final: Any, cfg: TrainConfig, run_folder: Path) -> None:
+    """`rollout.engine: vllm` as the `aworld_cpu` rollout's own engine keyword arguments (verl's
+    `rollout.engine_kwargs.<rollout name>` extension point), read by its server (cpu/rollout.py)."""
+    from omegaconf import open_dict
+
+    if cfg.rollout.engine != "vllm":
+        return
+    with open_dict(final):
+        final.actor_rollout_ref.rollout.engine_kwargs[ROLLOUT] = {
+            "sampler": "vllm",
+            "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib,
+            "seed": cfg.trainer.seed,
+            "run_folder": str(run_folder),
+        }
+
+
+def remove_vllm_weights(verl_folder: Path) -> None:
+    """The model folders the `aworld_cpu` rollout wrote for vLLM's server: its Ray actor ends
+    killed, with no chance to remove its own."""
+    import shutil
+
+    for folder in verl_folder.glob("aworld-train-vllm-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def cpu_env() -> dict[str, str]:
     return {
         # verl imports the plugin in each of its processes (verl/__init__.py); it registers the

@@ -42,7 +42,15 @@ from aworld_train.engines.verl.cluster import (
     join_cluster,
     refuse_resources,
 )
-from aworld_train.engines.verl.cpu_run import cpu_derived, cpu_env, cpu_extras, is_cpu_run, sampler_derived
+from aworld_train.engines.verl.cpu_run import (
+    cpu_derived,
+    cpu_env,
+    cpu_extras,
+    is_cpu_run,
+    refuse_unrunnable_vllm_sampler,
+    sampler_derived,
+    vllm_sampler_extras,
+)
 from aworld_train.engines.verl.facade import facade_limits, facade_values
 from aworld_train.engines.verl.facade import same as facade_same
 from aworld_train.engines.verl.modes import require_trainer_mode
@@ -222,6 +230,7 @@ def validate_native(cfg: TrainConfig) -> None:
     trainer; RAY_ADDRESS, if the run reads it, is an address. Nothing loads; the render checks the
     filled config again."""
     check_ray_environment(cfg)
+    refuse_unrunnable_vllm_sampler(cfg)
     limits = facade_limits(cfg)
     if limits:
         raise ConfigError("verl cannot honour: " + "; ".join(limits))
@@ -339,6 +348,7 @@ def render(inputs: RunInputs) -> RenderedRun:
         refuse_resources(cfg, address)
     if cpu:
         cpu_extras(final, joins_cluster=address is not None)
+        vllm_sampler_extras(final, cfg, folder)
     env = cpu_env() if cpu else {}
     if address is not None:
         join_cluster(final, address, forwarded_env(cfg, env))

@@ -35,7 +35,7 @@ from aworld_train.rollout.policies.model_traits import (
     kv_bytes_per_token,
     supports_prefix_reuse,
 )
-from aworld_train.rollout.policies.models import release_freed_memory
+from aworld_train.rollout.policies.models import load_named, release_freed_memory
 from aworld_train.rollout.policies.prefix_cache import LayerKV, PrefixCache, shared_prefixes
 from aworld_train.rollout.policies.weights_lock import WeightsLock
 
@@ -172,24 +172,9 @@ class LocalPolicy:
         self.version += 1
 
     def load_weights(self, named: dict[str, torch.Tensor], version: int | None = None) -> int:
-        """Load a trainer's weights by name (under `lock`: never between two tokens of a batch) as
-        `version` (the trainer's; default: the next); the number loaded. A name the model lacks, or
-        a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
-        one loads both)."""
-
-        def load(model):
-            result = model.load_state_dict(named, strict=False)
-            state = model.state_dict()
-            loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
-            missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
-            if result.unexpected_keys or missing:
-                raise RuntimeError(
-                    "the trainer's weights do not match the rollout model "
-                    f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
-                )
-            return model, len(named)
-
-        return self.change_model(load, version)
+        """Load a trainer's weights by name (`load_named`, under `lock`: never between two tokens of a
+        batch) as `version` (the trainer's; default: the next); the number loaded."""
+        return self.change_model(lambda model: (model, load_named(model, named)), version)
 
     def change_model(self, change: Callable[[Any], tuple[Any, int]], version: int | None = None) -> int:
         """Run `change(model)` under `lock` (never between two tokens of a batch): it returns the model

@@ -229,3 +229,22 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def load_named(model, named: dict) -> int:
+    """A trainer's weights (name -> tensor) into `model`; the number loaded. A name the model lacks,
+    or a weight left unloaded, is an error (a tied lm_head shares the embedding's storage: loading
+    one loads both)."""
+    import torch
+
+    with torch.no_grad():
+        result = model.load_state_dict(named, strict=False)
+    state = model.state_dict()
+    loaded = {p.data_ptr() for name, p in state.items() if name not in result.missing_keys}
+    missing = [k for k in result.missing_keys if state[k].data_ptr() not in loaded]
+    if result.unexpected_keys or missing:
+        raise RuntimeError(
+            "the trainer's weights do not match the rollout model "
+            f"(unexpected {result.unexpected_keys[:5]}, missing {missing[:5]})"
+        )
+    return len(named)

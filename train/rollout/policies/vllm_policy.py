@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,8 +26,9 @@ from typing import Any
 
 from aworld_train.rollout.policies.client import Generation, SamplingParams
 from aworld_train.rollout.policies.completions import CompletionsPolicy
+from aworld_train.rollout.policies.models import load_named
 from aworld_train.rollout.policies.vllm_server import SERVED_NAME, VLLMServer
-from aworld_train.rollout.policies.vllm_weights import write_weights
+from aworld_train.rollout.policies.vllm_weights import write_model_folder, write_weights
 
 _WAIT_S = 0.005
 
@@ -58,6 +60,45 @@ class VLLMPolicy(CompletionsPolicy):
         if lora:  # from the first call on, every token comes through the adapter, as the learner's do
             self._push_adapter(0)
 
+    @classmethod
+    def start(
+        cls,
+        model,
+        tokenizer,
+        stop_token_ids: list[int],
+        model_path: str,
+        log_path: Path,
+        *,
+        max_model_len: int,
+        seed: int,
+        kv_cache_gib: float,
+        lora_rank: int | None = None,
+        weights_parent: Path | None = None,
+    ) -> VLLMPolicy:
+        """vLLM's server on `model`'s weights (a LoRA run's: the base at `model_path`, the adapter
+        pushed beside it), then the policy. The server's model folder goes under `weights_parent`,
+        by default in memory where there is /dev/shm (the policy's `close` removes it)."""
+        shm = Path("/dev/shm")
+        if weights_parent is None and shm.is_dir():
+            weights_parent = shm
+        folder = Path(tempfile.mkdtemp(prefix="aworld-train-vllm-", dir=weights_parent))
+        try:
+            served = model_path if lora_rank is not None else str(write_model_folder(model, folder))
+            server = VLLMServer(
+                served,
+                model_path,
+                log_path,
+                dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+                max_model_len=max_model_len,
+                seed=seed,
+                kv_cache_gib=kv_cache_gib,
+                lora_rank=lora_rank,
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return cls(server, model, tokenizer, stop_token_ids, folder, lora=lora_rank is not None)
+
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         while True:
             with self._guard:
@@ -85,8 +126,20 @@ class VLLMPolicy(CompletionsPolicy):
         pushed at its end (none where it raised)."""
         return _PushAfter(self)
 
-    def push(self) -> None:
-        """The trainer's weights into the server, once no call is sampling: the next version."""
+    def load_weights(self, named: dict, version: int | None = None) -> int:
+        """A trainer's weights by name (`load_named`) into the model this policy mirrors, then pushed
+        as `version` (default: the next); the number loaded. For a trainer in another process
+        (verl's actor), whose weights arrive as tensors."""
+        if self.lora:
+            raise ValueError("a LoRA policy pushes its adapter; full weights replace none of it")
+        with self.lock:
+            loaded = load_named(self.trained, named)
+        self.push(version)
+        return loaded
+
+    def push(self, version: int | None = None) -> None:
+        """The trainer's weights into the server, once no call is sampling: `version` from now on
+        (default: the next)."""
         started = time.monotonic()
         with self._guard:
             self._pushing = True
@@ -96,13 +149,14 @@ class VLLMPolicy(CompletionsPolicy):
                     if not self._sampling:
                         break
                 time.sleep(_WAIT_S)
+            following = self.version + 1 if version is None else int(version)
             if self.lora:
-                self._push_adapter(self.version + 1)
+                self._push_adapter(following)
             else:
                 with self.lock:
                     write_weights(self.trained, self._push_dir)
                 self.server.reload_weights(self._push_dir)
-            self.version += 1
+            self.version = following
         finally:
             with self._guard:
                 self._pushing = False
@@ -119,7 +173,7 @@ class VLLMPolicy(CompletionsPolicy):
         self.model = name
         if previous != SERVED_NAME:
             self.server.unload_adapter(previous)
-            shutil.rmtree(self._push_dir / f"v{version - 1}", ignore_errors=True)
+            shutil.rmtree(self._push_dir / previous.removeprefix(f"{SERVED_NAME}-"), ignore_errors=True)
 
     def close(self) -> None:
         self.server.stop()

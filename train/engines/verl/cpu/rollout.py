@@ -5,6 +5,9 @@
   are sampled together; logprobs are log_softmax(logits / temperature), the quantity
   verl's actor recomputes, as vLLM's `processed_logprobs`), plus the control calls verl
   makes on every server (sleep, wake_up, abort, ...), which have nothing to free on a CPU.
+  With `engine_kwargs.aworld_cpu.sampler: vllm` (what `rollout.engine: vllm` renders to) it is
+  answered by vLLM's own server instead (`VLLMPolicy`, in vLLM's environment: verl 0.9.1's
+  vLLM rollout does not run on a CPU, docs/BACKENDS.md), each weight update pushed to it.
 - `AWorldCPUReplica`: registered in verl's RolloutReplicaRegistry; starts one server actor,
   named as verl's hybrid adapters look their servers up.
 - `AWorldCPUAdapter`: the hybrid worker's `BaseRollout`. verl's sync trainer hands it the
@@ -55,11 +58,18 @@ def sampling_from_vllm(params: dict[str, Any], default_max: int) -> SamplingPara
     )
 
 
+def sampler_settings(config: Any) -> dict[str, Any]:
+    """`engine_kwargs.aworld_cpu` of verl's rollout config (a dataclass or a DictConfig)."""
+    engine_kwargs = getattr(config, "engine_kwargs", None) or {}
+    return dict(engine_kwargs.get(NAME) or {})
+
+
 class AWorldCPUServer:
-    def __init__(self, model_path: str, prompt_length: int, response_length: int) -> None:
+    def __init__(
+        self, model_path: str, prompt_length: int, response_length: int, sampler: dict[str, Any] | None = None
+    ) -> None:
         from transformers import AutoModelForCausalLM
 
-        from aworld_train.rollout.policies.local import LocalPolicy
         from aworld_train.rollout.policies.models import load_tokenizer
         from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
@@ -67,13 +77,45 @@ class AWorldCPUServer:
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
         tokenizer = load_tokenizer(model_path)
         self.stop_ids = set(stop_token_ids(tokenizer))
-        self.policy = LocalPolicy(model, tokenizer, sorted(self.stop_ids))
         self.max_len = prompt_length + response_length
+        self.sampler = (sampler or {}).get("sampler", "transformers")
+        if self.sampler == "vllm":
+            self.policy = self._vllm(model, tokenizer, model_path, sampler or {})
+        else:
+            from aworld_train.rollout.policies.local import LocalPolicy
+
+            self.policy = LocalPolicy(model, tokenizer, sorted(self.stop_ids))
         self.response_length = response_length
         self.global_steps: int | None = None
         self.weight_loads = 0
         self.adapter = RolloutAdapter(model)
         self.adapter_loads = 0
+
+    def _vllm(self, model, tokenizer, model_path: str, settings: dict[str, Any]):
+        """vLLM's server on the model's weights; `model` stays here as the copy each update loads
+        into before it is pushed."""
+        from pathlib import Path
+
+        from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
+
+        run_folder = Path(settings["run_folder"])
+        policy = VLLMPolicy.start(
+            model,
+            tokenizer,
+            sorted(self.stop_ids),
+            model_path,
+            run_folder / "vllm.log",
+            max_model_len=self.max_len,
+            seed=int(settings.get("seed", 0)),
+            kv_cache_gib=float(settings.get("kv_cache_gib", 2)),
+            weights_parent=run_folder,
+        )
+        # the server's stdout reaches verl's log through Ray
+        print(
+            f"{NAME}: sampling with vLLM's server at {policy.server.url} (log {policy.server.log_path})",
+            flush=True,
+        )
+        return policy
 
     async def generate(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str | None = None, **_: Any
@@ -116,6 +158,10 @@ class AWorldCPUServer:
         self, named: list[tuple[str, torch.Tensor]], peft_config: dict[str, Any], global_steps: int | None
     ) -> int:
         """The actor's LoRA adapter (weights and settings) into the model, replacing the last one."""
+        if self.sampler == "vllm":  # refused when the run renders (cpu_run.py); said again here
+            raise ValueError(
+                f"{NAME}: the vLLM sampler takes full weights; LoRA runs sample with transformers"
+            )
         try:
             loaded = await asyncio.to_thread(
                 self.policy.change_model,
@@ -137,10 +183,12 @@ class AWorldCPUServer:
 
     async def stats(self) -> dict[str, Any]:
         return {
+            "sampler": self.sampler,
             "global_steps": self.global_steps,
             "weight_loads": self.weight_loads,
             "adapter_loads": self.adapter_loads,
-            "batches": self.policy.batches,
+            "batches": getattr(self.policy, "batches", None),  # vLLM batches on its own
+            "pushes_s": getattr(self.policy, "pushes", None),
         }
 
     async def set_global_steps(self, global_steps: int) -> None:
@@ -185,7 +233,12 @@ class AWorldCPUReplica(RolloutReplica):
         server = (
             ray.remote(AWorldCPUServer)
             .options(name=name, num_cpus=0, max_concurrency=self.max_concurrency)
-            .remote(str(path), self.config.prompt_length, self.config.response_length)
+            .remote(
+                str(path),
+                self.config.prompt_length,
+                self.config.response_length,
+                sampler_settings(self.config),
+            )
         )
         self.servers = [server]
         self._server_handle = server
