@@ -13,17 +13,25 @@ weights on held-out tasks (each with the right calculate call scripted, so that 
 the answer the model writes after the tool's result). With several seeds, every setting runs once
 per seed and the accuracies' spread across seeds is printed beside each setting's.
 
+With `--sampler vllm` vLLM's own server samples (`rollout.engine: vllm`, `make setup-vllm`), in a
+process of its own, so that sampling and learning share the two cores as they would a GPU's two
+jobs; the scripted calls are then scored by a copy of the weights vLLM was last pushed.
+
     python bench/async_vs_sync.py [--steps 6] [--staleness 0 1 2] [--p50 0.3] [--p99 8] [--seeds 0 1]
+                                  [--sampler transformers|vllm]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import copy
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,19 +44,56 @@ ROWS = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(32
 HELD_OUT = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(100, 132)]
 
 
+class SamplerWeights:
+    """The transformers sampler's own model and version, held still while a scripted call is scored."""
+
+    def __init__(self, policy) -> None:
+        self.policy = policy
+
+    @contextlib.contextmanager
+    def held(self):
+        with self.policy.lock.mutex:  # the weights and their version as one
+            yield self.policy.model, self.policy.version
+
+
+class PushedWeights:
+    """A copy of the weights vLLM was last pushed and their version (the trained model moves during
+    an update while vLLM samples on with the weights before it), refreshed after each push."""
+
+    def __init__(self, policy) -> None:
+        self.model = copy.deepcopy(policy.trained).eval()
+        self.version = policy.version
+        self.lock = threading.Lock()
+        push = policy.push
+
+        def push_then_copy(version=None):
+            push(version)
+            with self.lock, policy.lock:
+                self.model.load_state_dict(policy.trained.state_dict())
+                self.version = policy.version
+
+        policy.push = push_then_copy
+
+    @contextlib.contextmanager
+    def held(self):
+        with self.lock:
+            yield self.model, self.version
+
+
 class ToolCallFirst:
-    """The local policy, each episode's first reply scripted as a calculate call (with the logprobs
+    """The run's policy, each episode's first reply scripted as a calculate call (with the logprobs
     and version of the weights it runs beside, like the policy's own tokens); every later reply the
     model's."""
 
-    def __init__(self, policy, tokenizer) -> None:
+    def __init__(self, policy, tokenizer, weights) -> None:
         self.policy = policy
+        self.weights = weights
         self.tokenizer = tokenizer
         self.script = calculator_script(tokenizer)
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.wrong_calls = True  # off for the held-out evaluation
 
-    def __getattr__(self, name):  # lock, version, pad_id, ...: the local policy's
+    def __getattr__(self, name):  # lock, version, pad_id, ...: the policy's
         return getattr(self.policy, name)
 
     async def generate(self, prompt_ids, sampling):
@@ -71,13 +116,13 @@ class ToolCallFirst:
         """The scripted tokens' logprobs under the current weights, as the policy computes a sampled
         token's (log_softmax of logits / temperature), and those weights' version: the learner then
         sees the script as tokens these weights could have sampled, not as a logprob mismatch."""
-        with self.policy.lock.mutex:  # the weights and their version as one
-            logits = self.policy.model(torch.tensor([prompt_ids + ids], device=self.policy.device)).logits
+        with self.weights.held() as (model, version):
+            logits = model(torch.tensor([prompt_ids + ids], device=model.device)).logits
             logits = logits[0, len(prompt_ids) - 1 : -1].float() / (temperature if temperature > 0 else 1.0)
             logprobs = torch.log_softmax(logits, -1).gather(
                 -1, torch.tensor(ids, device=logits.device)[:, None]
             )
-            return logprobs[:, 0].tolist(), self.policy.version
+            return logprobs[:, 0].tolist(), version
 
 
 def run(staleness: int, seed: int, args, folder: Path) -> dict:
@@ -88,7 +133,13 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
         "model": "embedded:smollm2-135m",
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": args.group, "lr": 1e-5, "max_staleness": staleness},
-        "rollout": {"max_new_tokens": 8, "max_assistant_turns": 3, "tool_block": "never", "concurrency": 64},
+        "rollout": {
+            "max_new_tokens": 8,
+            "max_assistant_turns": 3,
+            "tool_block": "never",
+            "concurrency": 64,
+            "engine": args.sampler,
+        },
         "data": {"batch_size": args.batch},
         "reward": {"fn": "aworld_train.rewards.calculator:exact_answer"},
         "trainer": {
@@ -114,7 +165,9 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
     }
     trainer = AgentTrainer(config=config, train_dataset=ROWS, test_dataset=HELD_OUT)
     training = LocalTraining(trainer.run_inputs())
-    training.policy = scripted = ToolCallFirst(training.policy, training.tokenizer)
+    policy = training.policy
+    weights = PushedWeights(policy) if args.sampler == "vllm" else SamplerWeights(policy)
+    training.policy = scripted = ToolCallFirst(policy, training.tokenizer, weights)
     accuracy: dict[str, float] = {}
     evaluate = training.evaluate
 
@@ -129,7 +182,7 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
 
     training.evaluate = evaluate_with_right_calls
     started = time.perf_counter()
-    training.run()
+    training.run()  # closes vLLM's server, where it samples
     wall = time.perf_counter() - started
     rows = [json.loads(line) for line in (Path(config["trainer"]["run_dir"]) / "metrics.jsonl").open()]
     steps = [r for r in rows if r["phase"] == "train"]
@@ -165,6 +218,7 @@ def main() -> None:
     parser.add_argument("--p50", type=float, default=0.3, help="the tool's median latency, s")
     parser.add_argument("--p99", type=float, default=8.0, help="the tool's 99th percentile latency, s")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--sampler", choices=["transformers", "vllm"], default="transformers")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     accuracies: dict[int, list[float]] = {s: [] for s in args.staleness}
@@ -174,7 +228,7 @@ def main() -> None:
         base = next((r for r in results if r["staleness"] == 0), results[0])
         print(
             f"{args.steps} steps x {args.batch} tasks x {args.group} samples; tool latency log-normal "
-            f"p50 {args.p50} s, p99 {args.p99} s; seed {seed}; held-out {len(HELD_OUT)} tasks, "
+            f"p50 {args.p50} s, p99 {args.p99} s; sampler {args.sampler}; seed {seed}; held-out {len(HELD_OUT)} tasks, "
             f"accuracy before training {results[0]['accuracy_before']:.3f}"
         )
         print(

@@ -19,7 +19,8 @@ from typing import IO, Any
 EARLY_MODULES = ("test_verl_cpu_e2e",)
 # modules whose tests run last: the early runs', then verl's runs of its asynchronous trainers,
 # verl's run resumed with a tool server killed (tests/faults), of a swarm, of an agent in its own
-# process, sampled by vLLM and on two Ray nodes, and AReaL's, each with the machine to itself
+# process, sampled by vLLM and on two Ray nodes, and AReaL's (also sampled by vLLM), each with the
+# machine to itself
 LAST_MODULES = (
     *EARLY_MODULES,
     "test_verl_cpu_async_e2e",
@@ -29,6 +30,7 @@ LAST_MODULES = (
     "test_verl_cpu_gateway_e2e",
     "test_ray_two_nodes",
     "test_areal_cpu_e2e",
+    "test_areal_cpu_vllm_e2e",
 )
 
 

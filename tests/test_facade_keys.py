@@ -154,8 +154,13 @@ def test_what_an_engine_cannot_honour_is_refused_naming_its_limit(tmp_path):
         odd = {**SETTINGS, "algorithm": {**SETTINGS["algorithm"], "mini_batches": 3}, "backend": "verl"}
         trainer_for(tmp_path / "odd", odd).render()
     vllm = {**SETTINGS, "rollout": {"engine": "vllm"}}
-    with pytest.raises(ConfigError, match=r"rollout.engine: vllm .* backend areal .*allocation_mode"):
+    with pytest.raises(
+        ConfigError, match=r"on a GPU AReaL samples with the inference engine its allocation_mode"
+    ):
         trainer_for(tmp_path / "vllm-areal", {**vllm, "backend": "areal"})
+    areal_cpu = {**vllm, "backend": "areal", "areal": {"cluster": {"n_gpus_per_node": 0}}}
+    with pytest.raises(ConfigError, match=r"rollout.engine: vllm with a LoRA adapter on AReaL's CPU run"):
+        trainer_for(tmp_path / "vllm-areal-lora", areal_cpu)
     with pytest.raises(
         ConfigError, match=r"on a GPU verl samples with its own vLLM rollout .*rollout.name: vllm"
     ):
@@ -191,11 +196,36 @@ def test_rollout_engine_vllm_on_a_verl_cpu_run_is_the_aworld_cpu_rollouts_engine
     assert "aworld_cpu" not in plain.final.actor_rollout_ref.rollout.engine_kwargs
 
 
+def test_rollout_engine_vllm_on_an_areal_cpu_run_is_areals_vllm_client_and_our_front(tmp_path):
+    """Renders the config only: AReaL's client becomes its vLLM backend, and the entry point is told to
+    start vLLM's server behind AReaL's vLLM routes (tests/test_areal_cpu_vllm_e2e.py runs it)."""
+    import yaml
+
+    algorithm = {k: v for k, v in SETTINGS["algorithm"].items() if k != "lora"}
+    given = {
+        **config("areal", areal={"cluster": {"n_gpus_per_node": 0}}),
+        "algorithm": algorithm,
+        "rollout": {"engine": "vllm", "max_total_tokens": 1024},
+    }
+    run = trainer_for(tmp_path, given).render()
+    assert run.final["rollout"]["backend"] == "vllm:d1"
+    workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    assert workflow["cpu_server"] == {
+        "model": run.final["actor"]["path"],
+        "sampler": "vllm",
+        "max_len": 1024,
+        "seed": 0,
+        "kv_cache_gib": 2.0,
+    }
+    plain = trainer_for(tmp_path / "plain", {**given, "rollout": {}}).render()
+    assert plain.final["rollout"]["backend"] == "sglang:d1"
+
+
 def test_each_engine_declares_what_it_can_do():
     from aworld_train.engines import get_engine
 
     capabilities = {name: get_engine(name).capabilities for name in ("local", "verl", "areal")}
     assert {name for name, c in capabilities.items() if c.sft} == {"local", "verl"}
-    assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local", "verl"}
+    assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local", "verl", "areal"}
     with pytest.raises(ConfigError, match="sft.backend: areal does not fine-tune; use local or verl"):
         get_engine("areal").sft(None, None, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import early_runs
 import pytest
@@ -30,7 +31,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 STEPS = (1, 2, 3)
 
 
+SHARED_MEMORY = Path("/dev/shm")
+
+
 def start_run(tmp):
+    (tmp / "shm_before.txt").write_text("\n".join(_shared_memory()))
     return launch_cpu_run(
         tmp,
         calculator_rows(6),
@@ -90,11 +95,19 @@ def test_every_sampled_token_carries_the_version_vllm_held(run):
         assert sampled and {(r["version_min"], r["version_max"]) for r in sampled} == {(step - 1, step - 1)}
 
 
-def test_no_vllm_process_or_weights_folder_outlives_the_run(run):
+def test_no_vllm_process_weights_folder_or_shared_memory_outlives_the_run(run):
+    """vLLM's server shuts down whole when its actor ends: a server killed outright leaves its
+    shared memory in /dev/shm (hundreds of MB a run)."""
     served = run["run_dir"] / "verl"
     assert not list(served.glob("aworld-train-vllm-*"))
     left = subprocess.run(["pgrep", "-f", str(served)], capture_output=True, text=True).stdout.split()
     assert left == []
+    before = set((run["run_dir"].parent / "shm_before.txt").read_text().split())
+    assert {name for name in _shared_memory() if name.startswith("psm_")} <= before
+
+
+def _shared_memory() -> list[str]:
+    return sorted(p.name for p in SHARED_MEMORY.iterdir()) if SHARED_MEMORY.is_dir() else []
 
 
 def _sampled(run, step: int) -> list[tuple[list[int], int, float]]:

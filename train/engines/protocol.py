@@ -25,8 +25,8 @@ class Capabilities:
     """What an engine does beyond training a GRPO run."""
 
     sft: bool = False  # `aworld-train sft`: supervised fine-tuning on trajectories
-    # `rollout.engine: vllm`: vLLM's own server samples its rollouts (local; verl's CPU rollout).
-    # AReaL's are sampled by the inference engine its own config names
+    # `rollout.engine: vllm`: vLLM's own server samples its rollouts (local; verl's and AReaL's CPU
+    # runs: on a GPU their own config names the inference engine)
     vllm_sampler: bool = False
 
 
@@ -66,10 +66,7 @@ class Engine(Protocol):
 def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
     """Settings of the common config an engine has no capability for, refused before anything loads."""
     if config.rollout.engine == "vllm" and not engine.capabilities.vllm_sampler:
-        native = {
-            "areal": "the inference engine areal.allocation_mode names (sglang or vllm, on a GPU)",
-        }.get(engine.name, "the engine's own rollout settings")
         raise ConfigError(
-            f"rollout.engine: vllm samples the local backend's rollouts; backend {engine.name} samples "
-            f"with {native}: remove rollout.engine"
+            f"rollout.engine: vllm: backend {engine.name} samples with its own rollout settings: remove "
+            "rollout.engine"
         )

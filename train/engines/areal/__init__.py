@@ -11,14 +11,16 @@ from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 
 class ArealEngine(Engine):
     name = "areal"
-    capabilities = Capabilities()  # its rollouts are sampled by the inference server it drives
+    # a GPU run's rollouts are sampled by the inference server AReaL drives; a CPU run's by ours, or
+    # with rollout.engine: vllm by vLLM's server behind AReaL's vLLM routes
+    capabilities = Capabilities(vllm_sampler=True)
 
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()  # an `areal:` section never brings its own data or reward
 
     def validate(self, config) -> None:
         from aworld_train.core.errors import ConfigError
-        from aworld_train.engines.areal.cpu_run import refuse_cpu_lora
+        from aworld_train.engines.areal.cpu_run import refuse_cpu_lora, refuse_unrunnable_vllm_sampler
         from aworld_train.engines.areal.facade import facade_limits
         from aworld_train.engines.areal.render import validate_native
 
@@ -27,6 +29,7 @@ class ArealEngine(Engine):
         if limits:
             raise ConfigError("AReaL cannot honour: " + "; ".join(limits))
         refuse_cpu_lora(config)
+        refuse_unrunnable_vllm_sampler(config)
 
     def checks(self, inputs: RunInputs, run: RenderedRun | None = None) -> list:
         from aworld_train.engines.areal.checks import preflight

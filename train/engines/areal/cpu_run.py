@@ -52,7 +52,7 @@ def refuse_cpu_lora(cfg: TrainConfig) -> None:
         )
 
 
-def cpu_values(model_path: str) -> list[Derived]:
+def cpu_values(cfg: TrainConfig, model_path: str) -> list[Derived]:
     """Values a CPU run derives before the common ones (which would ask for a GPU per worker)."""
     cores = max(1, min(8, os.cpu_count() or 1))
     return [
@@ -63,11 +63,41 @@ def cpu_values(model_path: str) -> list[Derived]:
         Derived("actor.dtype", "float32"),
         # the server loads what the actor saves after each update (no NCCL on a CPU)
         Derived("actor.weight_update_mode", "disk"),
+        # the client AReaL builds for the server: vLLM's routes where vLLM samples (cpu/vllm_front.py)
+        Derived("rollout.backend", f"{'vllm' if cfg.rollout.engine == 'vllm' else 'sglang'}:d1"),
         # with actor.use_lora, requests name the adapter the server loaded (as SGLang's do)
         Derived("rollout.use_lora", "${actor.use_lora}"),
     ]
 
 
-def server_settings(model_path: str) -> dict[str, Any]:
-    """What the entry point starts our policy server with (workflow.yaml's `cpu_server`)."""
-    return {"model": model_path}
+def server_settings(cfg: TrainConfig, model_path: str) -> dict[str, Any]:
+    """What the entry point starts our policy server with (workflow.yaml's `cpu_server`); with
+    `rollout.engine: vllm`, vLLM's server behind AReaL's vLLM routes (cpu/vllm_front.py)."""
+    if cfg.rollout.engine != "vllm":
+        return {"model": model_path}
+    return {
+        "model": model_path,
+        "sampler": "vllm",
+        "max_len": cfg.rollout.max_total_tokens,
+        "seed": cfg.trainer.seed,
+        "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib,
+    }
+
+
+def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
+    """`rollout.engine: vllm` on AReaL: a CPU run's vLLM server behind AReaL's vLLM backend. A GPU run
+    samples with the engine AReaL's own config names; adapters go through it not yet."""
+    if cfg.rollout.engine != "vllm":
+        return
+    if not is_cpu_run(cfg):
+        raise ConfigError(
+            "rollout.engine: vllm picks the sampler of a CPU run (areal.cluster.n_gpus_per_node: 0); on a "
+            "GPU AReaL samples with the inference engine its allocation_mode names (sglang or vllm): "
+            "remove rollout.engine"
+        )
+    if cfg.algorithm.lora is not None or get(cfg.areal, "actor.use_lora") is True:
+        raise ConfigError(
+            "rollout.engine: vllm with a LoRA adapter on AReaL's CPU run: its vLLM server is given full "
+            "weights (AReaL's /areal_update_weights), not adapters; remove rollout.engine (our server "
+            "samples the adapter) or the adapter (the local backend serves adapters through vLLM)"
+        )

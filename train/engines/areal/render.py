@@ -189,7 +189,7 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict
     native = inputs.config.areal if inputs.config.backend == "areal" else {}
     validate_native(native)
     # a CPU run's values come first: `fill` keeps the first value derived for a key
-    first = cpu_values(model_path) if is_cpu_run(inputs.config) else []
+    first = cpu_values(inputs.config, model_path) if is_cpu_run(inputs.config) else []
     derived = (
         first
         + derived_values(inputs, folder, model_path)
@@ -248,7 +248,7 @@ def render(inputs: RunInputs) -> RenderedRun:
             "tokens_dir": str(inputs.run_dir.resolve() / TOKENS_DIR),
         },
         # on a CPU, the entry point serves the policy itself in SGLang's place
-        "cpu_server": server_settings(model_path) if is_cpu_run(cfg) else None,
+        "cpu_server": server_settings(cfg, model_path) if is_cpu_run(cfg) else None,
         # the step line warns above it (engines/areal/actor.py)
         "mismatch_tolerance": cfg.algorithm.mismatch_tolerance,
     }

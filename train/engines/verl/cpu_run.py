@@ -143,13 +143,40 @@ def vllm_sampler_extras(final: Any, cfg: TrainConfig, run_folder: Path) -> None:
         }
 
 
-def remove_vllm_weights(verl_folder: Path) -> None:
-    """The model folders the `aworld_cpu` rollout wrote for vLLM's server: its Ray actor ends
-    killed, with no chance to remove its own."""
-    import shutil
+def vllm_sampler_env(cfg: TrainConfig) -> dict[str, str]:
+    """Ray kills a worker's child processes outright when the worker exits (SIGKILL), which leaves
+    vLLM's shared memory in /dev/shm (hundreds of MB a run); without it, vLLM's server gets SIGTERM
+    when its actor dies (its parent-death signal: rollout/policies/vllm_server.py) and shuts down
+    whole."""
+    return {"RAY_kill_child_processes_on_worker_exit": "false"} if cfg.rollout.engine == "vllm" else {}
 
-    for folder in verl_folder.glob("aworld-train-vllm-*"):
+
+def remove_vllm_weights(verl_folder: Path, timeout_s: float = 60.0) -> None:
+    """The model folders the `aworld_cpu` rollout wrote for vLLM's server, once the servers that
+    read them have shut down (their actor ends killed, with no chance to remove its own)."""
+    import shutil
+    import time
+
+    folders = list(verl_folder.glob("aworld-train-vllm-*"))
+    deadline = time.monotonic() + timeout_s
+    while folders and _processes_naming(folders) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _processes_naming(folders: list[Path]) -> list[int]:
+    """The processes whose command line names one of `folders` (a vLLM server started from it)."""
+    names = [str(folder) for folder in folders]
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(name in command for name in names):
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 def cpu_env() -> dict[str, str]:

@@ -49,6 +49,7 @@ from aworld_train.engines.verl.cpu_run import (
     is_cpu_run,
     refuse_unrunnable_vllm_sampler,
     sampler_derived,
+    vllm_sampler_env,
     vllm_sampler_extras,
 )
 from aworld_train.engines.verl.facade import facade_limits, facade_values
@@ -349,7 +350,7 @@ def render(inputs: RunInputs) -> RenderedRun:
     if cpu:
         cpu_extras(final, joins_cluster=address is not None)
         vllm_sampler_extras(final, cfg, folder)
-    env = cpu_env() if cpu else {}
+    env = {**cpu_env(), **vllm_sampler_env(cfg)} if cpu else {}
     if address is not None:
         join_cluster(final, address, forwarded_env(cfg, env))
     require_v1(final)

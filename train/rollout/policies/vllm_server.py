@@ -24,10 +24,7 @@ What it is started with, and why:
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from aworld_train.core.errors import AworldTrainError
+from aworld_train.env.launcher import _die_with_parent, free_port
 
 VLLM_PYTHON_VARIABLE = "AWORLD_TRAIN_VLLM_PYTHON"
 SERVED_NAME = "policy"
@@ -67,22 +65,6 @@ def vllm_missing() -> str | None:
     )
 
 
-def _die_with_parent() -> None:
-    """In the server's process before it starts: SIGTERM when the process that started it dies, so
-    that a trainer killed outright (a Ray actor's SIGKILL, a user's kill -9) leaves no vLLM behind.
-    Linux's prctl(PR_SET_PDEATHSIG); nothing elsewhere."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class VLLMServer:
     """One vLLM server process for the model folder `model_path` (its tokenizer from
     `tokenizer_path`), on a loopback port; its output in `log_path`."""
@@ -102,7 +84,7 @@ class VLLMServer:
         missing = vllm_missing()
         if missing:
             raise VLLMServerError(missing)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +112,15 @@ class VLLMServer:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            # SIGTERM when its starter dies (a Ray actor is killed outright, a user's kill -9), and
+            # nothing else: a signal to its starter's process group (Ray's, at shutdown) would reach
+            # vLLM's engine processes too, which then die before freeing their shared memory
+            preexec_fn=_die_with_parent,
+            start_new_session=True,
         )
         self.started_s = self._wait_ready(start_timeout_s)
 

@@ -19,21 +19,36 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 def write_weights(model, folder: Path) -> None:
-    """`model`'s weights into `folder`, each tensor its own copy (safetensors refuses shared ones),
-    the output layer among them."""
-    state: dict[str, torch.Tensor] = {}
-    seen: set[int] = set()
-    for name, tensor in model.state_dict().items():
-        tensor = tensor.detach()
-        pointer = tensor.untyped_storage().data_ptr()
-        state[name] = tensor.clone() if pointer in seen else tensor.contiguous()
-        seen.add(pointer)
+    """`model`'s weights into `folder`, the output layer among them."""
+    state = dict(model.state_dict())
     head = model.get_output_embeddings()
     if head is not None and "lm_head.weight" not in state:
-        state["lm_head.weight"] = head.weight.detach().clone()
+        state["lm_head.weight"] = head.weight
+    write_state(state, folder)
+
+
+def write_state(state: dict[str, torch.Tensor], folder: Path) -> None:
+    """Named weights into `folder`'s weights file, each tensor its own copy (safetensors refuses
+    shared ones), replacing the file whole: a reload never reads half a file."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in state.items():
+        tensor = tensor.detach()
+        pointer = tensor.untyped_storage().data_ptr()
+        out[name] = tensor.clone() if pointer in seen else tensor.contiguous()
+        seen.add(pointer)
     tmp = folder / f".{WEIGHTS_FILE}"
-    save_file(state, tmp, metadata={"format": "pt"})
-    tmp.replace(folder / WEIGHTS_FILE)  # a reload never reads half a file
+    save_file(out, tmp, metadata={"format": "pt"})
+    tmp.replace(folder / WEIGHTS_FILE)
+
+
+def tied_embedding_name(model) -> str | None:
+    """The name of the input embedding a tied output layer shares (which a saved folder holds in its
+    place), or None where the model does not tie them."""
+    if not getattr(model.config, "tie_word_embeddings", False):
+        return None
+    embedding = model.get_input_embeddings().weight
+    return next(name for name, p in model.named_parameters() if p is embedding)
 
 
 def write_model_folder(model, folder: Path) -> Path:

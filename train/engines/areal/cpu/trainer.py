@@ -1,7 +1,9 @@
 """What AReaL's trainer needs on a CPU beyond a GPU run, inside AReaL's entry process.
 
 - Our policy server (`cpu/server.py`) replaces SGLang: it is started here, and `ServedPPOTrainer`
-  hands its address to AReaL's rollout controller. AReaL 1.0.4's `PPOTrainer._init_rollout`
+  hands its address to AReaL's rollout controller. With `rollout.engine: vllm` vLLM's own server
+  samples instead, behind AReaL's vLLM routes (`cpu/vllm_front.py`), and the controller is AReaL's
+  `RemotevLLMEngine`. AReaL 1.0.4's `PPOTrainer._init_rollout`
   always builds SGLang's launch arguments (which require the sglang package) and launches a
   server; given `server_infos`, its controller uses running servers instead, which is the one
   method overridden here. With `actor.use_lora`, AReaL passes it the initial adapter its actor
@@ -32,13 +34,14 @@ import httpx
 from areal.api import LocalInfServerInfo
 from areal.api.cli_args import SchedulingStrategy, SchedulingStrategyType
 from areal.api.io_struct import get_versioned_lora_name
-from areal.engine import RemoteSGLangEngine
+from areal.engine import RemoteSGLangEngine, RemotevLLMEngine
 
 from aworld_train.engines.areal.actor import MeasuredPPOTrainer, require_areal_version
 from aworld_train.env.launcher import _die_with_parent, free_port
 
 ARCHON_MODULE = "areal.experimental.engine.archon_engine"
 SERVER_MODULE = "aworld_train.engines.areal.cpu.app"
+VLLM_FRONT_MODULE = "aworld_train.engines.areal.cpu.vllm_front"
 
 
 def without_archon_engine() -> None:
@@ -73,7 +76,8 @@ class ServedPPOTrainer(MeasuredPPOTrainer):
             LocalInfServerInfo(host=host, port=port, process=None)
             for host, port in (self.servers[i % len(self.servers)] for i in range(ranks))
         ]
-        controller = RemoteSGLangEngine.as_controller(config, self.scheduler)
+        engine = RemotevLLMEngine if self.rollout_alloc.backend == "vllm" else RemoteSGLangEngine
+        controller = engine.as_controller(config, self.scheduler)
         controller.initialize(
             role="eval-rollout" if is_eval else "rollout", server_args=None, server_infos=infos
         )
@@ -118,6 +122,19 @@ def policy_server(
     port = free_port()
     log = folder / "cpu_server.log"
     command = [sys.executable, "-m", SERVER_MODULE, "--model", str(settings["model"]), "--port", str(port)]
+    if settings.get("sampler") == "vllm":
+        command = [
+            sys.executable,
+            "-m",
+            VLLM_FRONT_MODULE,
+            "--model",
+            str(settings["model"]),
+            "--port",
+            str(port),
+        ]
+        command += ["--max-len", str(settings["max_len"]), "--seed", str(settings["seed"])]
+        command += ["--kv-cache-gib", str(settings["kv_cache_gib"]), "--log", str(folder / "vllm.log")]
+        command += ["--weights-parent", str(folder)]
     command += ["--events", str(folder / "cpu_server_events.jsonl")]
     print(f"CPU policy server: {' '.join(command)} (log: {log})", flush=True)
     with log.open("ab") as out:
