@@ -2,8 +2,9 @@
 examples/calculator/grpo_areal_cpu.yaml with `rollout.engine=vllm`, in the AReaL environment.
 AReaL's client is its own `RemotevLLMEngine`; it reaches vLLM's own server (`make setup-vllm`'s
 environment) through the routes of AReaL's vLLM server (cpu/vllm_front.py), and each update goes
-AReaL's own disk path (`/areal_update_weights`). 3 steps, off-policy by up to one version. One run,
-alone at the end of the session (tests/early_runs.py).
+AReaL's own disk path (`/areal_update_weights`), or with a LoRA adapter vLLM's own adapter route
+(`/v1/load_lora_adapter`). 3 steps, off-policy by up to one version. Two runs (every weight, an
+adapter), alone at the end of the session (tests/early_runs.py).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 
 STEPS = [0, 1, 2]  # AReaL counts its steps from 0
 FLOAT32_MISMATCH = 1e-4
+# an adapter at an adapter's learning rate (AReaL's actor.use_lora, lora_rank, lora_alpha)
+LORA = ("algorithm.lora={rank: 8, alpha: 16}", "algorithm.lr=1e-3")
 
 
-def start_run(tmp: Path) -> early_runs.Started | None:
+def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
     if not AREAL_PYTHON:
         return None
     (tmp / "shm_before.txt").write_text("\n".join(_shared_memory()))
@@ -46,6 +49,7 @@ def start_run(tmp: Path) -> early_runs.Started | None:
         # every step's weights, to recompute what each version sampled
         "trainer.save_every=1",
         "areal.recover.freq_steps=100",
+        *overrides,
     )
 
     def collect(returncode: int, log: str) -> dict:
@@ -69,9 +73,15 @@ def start_run(tmp: Path) -> early_runs.Started | None:
     return early_runs.launch(command, tmp, 1400, collect, cwd=tmp)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("areal_cpu_vllm"))
+@pytest.fixture(scope="module", params=["full", "lora"])
+def run(request, tmp_path_factory):
+    overrides = LORA if request.param == "lora" else ()
+    result = early_runs.result(
+        f"{__name__}[{request.param}]",
+        lambda tmp: start_run(tmp, *overrides),
+        tmp_path_factory.mktemp(f"areal_cpu_vllm_{request.param}"),
+    )
+    return {**result, "lora": request.param == "lora"}
 
 
 def test_areals_trainer_finishes_three_steps_sampled_by_vllm(run):
@@ -84,10 +94,19 @@ def test_areals_trainer_finishes_three_steps_sampled_by_vllm(run):
     assert sorted(run["stats"]["ppo_actor/update/grad_norm"]) == STEPS
 
 
-def test_each_update_went_areals_disk_path_to_vllm(run):
+def test_each_update_went_areals_own_path_to_vllm(run):
+    """Full weights: AReaL's disk path as reloads; an adapter: the initial one before any request,
+    then each update's, through vLLM's adapter route."""
     loads = run["weight_loads"]
-    assert [load["version"] for load in loads] == [1, 2, 3]
-    assert run["vllm_log"].count("POST /collective_rpc") == len(loads)
+    if run["lora"]:
+        assert [(load["event"], load["version"]) for load in loads] == [("adapter", v) for v in (0, 1, 2, 3)]
+        assert loads[0]["served_on_previous"]["requests"] == 0
+        loads = loads[1:]
+        assert run["vllm_log"].count("POST /v1/load_lora_adapter") == 4
+        assert "POST /collective_rpc" not in run["vllm_log"]
+    else:
+        assert [(load["event"], load["version"]) for load in loads] == [("weights", v) for v in (1, 2, 3)]
+        assert run["vllm_log"].count("POST /collective_rpc") == len(loads)
     assert all(load["served_on_previous"]["requests"] > 0 for load in loads)
     assert [load["served_on_previous"]["version"] for load in loads] == [0, 1, 2]
 
@@ -95,7 +114,8 @@ def test_each_update_went_areals_disk_path_to_vllm(run):
 def test_vllms_logprobs_are_those_of_the_weights_each_version_pushed(run):
     """AReaL's actor measures vLLM's logprobs against its own forward of the current weights' tokens
     (step 0: float32 against float32); and the tokens each version sampled have the logprobs of the
-    weights AReaL saved at that version, while the initial weights are far off from step 1 on."""
+    weights (the base and adapter) AReaL saved at that version, while the initial weights are far
+    off from step 1 on."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -111,7 +131,13 @@ def test_vllms_logprobs_are_those_of_the_weights_each_version_pushed(run):
     assert tokens and gap < FLOAT32_MISMATCH
     checked = []
     for version, folder in sorted(saved.items()):
-        trained = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        if run["lora"]:
+            from peft import PeftModel
+
+            base = AutoModelForCausalLM.from_pretrained(run["model"], dtype=torch.float32)
+            trained = PeftModel.from_pretrained(base, str(folder)).eval()
+        else:
+            trained = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         gap, tokens = mismatch(trained, segments, version)
         if tokens:
             assert gap < FLOAT32_MISMATCH, (version, gap)

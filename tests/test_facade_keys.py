@@ -158,18 +158,15 @@ def test_what_an_engine_cannot_honour_is_refused_naming_its_limit(tmp_path):
         ConfigError, match=r"on a GPU AReaL samples with the inference engine its allocation_mode"
     ):
         trainer_for(tmp_path / "vllm-areal", {**vllm, "backend": "areal"})
-    areal_cpu = {**vllm, "backend": "areal", "areal": {"cluster": {"n_gpus_per_node": 0}}}
-    with pytest.raises(ConfigError, match=r"rollout.engine: vllm with a LoRA adapter on AReaL's CPU run"):
-        trainer_for(tmp_path / "vllm-areal-lora", areal_cpu)
     with pytest.raises(
         ConfigError, match=r"on a GPU verl samples with its own vLLM rollout .*rollout.name: vllm"
     ):
         trainer_for(tmp_path / "vllm-verl-gpu", {**vllm, "backend": "verl"})
-    cpu = {**vllm, "backend": "verl", "verl": {"trainer": {"device": "cpu"}}}
-    with pytest.raises(ConfigError, match=r"rollout.engine: vllm with algorithm.lora .* pushes full weights"):
-        trainer_for(tmp_path / "vllm-verl-lora", cpu)
-    full = {**cpu, "algorithm": {k: v for k, v in SETTINGS["algorithm"].items() if k != "lora"}}
-    separate = {**full, "verl": {"trainer": {"device": "cpu", "v1": {"trainer_mode": "separate_async"}}}}
+    separate = {
+        **vllm,
+        "backend": "verl",
+        "verl": {"trainer": {"device": "cpu", "v1": {"trainer_mode": "separate_async"}}},
+    }
     with pytest.raises(ConfigError, match=r"separate_async: its two CPU replicas would each start a vLLM"):
         trainer_for(tmp_path / "vllm-verl-separate", separate)
 
@@ -191,7 +188,11 @@ def test_rollout_engine_vllm_on_a_verl_cpu_run_is_the_aworld_cpu_rollouts_engine
         "kv_cache_gib": 1.5,
         "seed": 0,
         "run_folder": str(run.folder),
+        "lora_rank": None,
     }
+    # an adapter the actor trains unmerged is served as one of vLLM's, of its rank
+    adapted = trainer_for(tmp_path / "lora", {**given, "algorithm": SETTINGS["algorithm"]}).render()
+    assert adapted.final.actor_rollout_ref.rollout.engine_kwargs.aworld_cpu.lora_rank == 8
     plain = trainer_for(tmp_path / "plain", {**given, "rollout": {}}).render()
     assert "aworld_cpu" not in plain.final.actor_rollout_ref.rollout.engine_kwargs
 
@@ -216,7 +217,10 @@ def test_rollout_engine_vllm_on_an_areal_cpu_run_is_areals_vllm_client_and_our_f
         "max_len": 1024,
         "seed": 0,
         "kv_cache_gib": 2.0,
+        "lora_rank": None,
     }
+    adapted = trainer_for(tmp_path / "lora", {**given, "algorithm": SETTINGS["algorithm"]}).render()
+    assert yaml.safe_load((adapted.folder / "workflow.yaml").read_text())["cpu_server"]["lora_rank"] == 8
     plain = trainer_for(tmp_path / "plain", {**given, "rollout": {}}).render()
     assert plain.final["rollout"]["backend"] == "sglang:d1"
 

@@ -2,14 +2,16 @@
 examples/calculator/grpo_verl_cpu.yaml with `rollout.engine=vllm` launches verl's `main_ppo` (V1
 trainer, FSDP2 actor on gloo, our AWorldAgentLoop, the real calculator MCP server) for 3 GRPO
 steps; its `aworld_cpu` rollout answers verl's token-in/token-out calls through vLLM's own server
-(`make setup-vllm`'s environment), each update's weights pushed to it. verl compares vLLM's
-logprobs with its actor's recompute token by token: that comparison is what is asserted. One run,
-alone at the end of the session (tests/early_runs.py).
+(`make setup-vllm`'s environment), each update's weights pushed to it. Two runs, alone at the end of
+the session (tests/early_runs.py): every weight trained, and an unmerged LoRA adapter, which vLLM
+serves as one of its own adapters beside the base verl sends once. Each step's tokens are
+recomputed with the weights (or the base and adapter) the step before saved.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -29,12 +31,13 @@ if (missing := vllm_missing()) is not None:
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 STEPS = (1, 2, 3)
-
-
 SHARED_MEMORY = Path("/dev/shm")
+RANK, ALPHA = 8, 16
+# an unmerged adapter at an adapter's learning rate (the example's 1e-4 is for every weight)
+LORA = (f"algorithm.lora={{rank: {RANK}, alpha: {ALPHA}}}", "algorithm.lr=1.0e-3")
 
 
-def start_run(tmp):
+def start_run(tmp, *overrides: str):
     (tmp / "shm_before.txt").write_text("\n".join(_shared_memory()))
     return launch_cpu_run(
         tmp,
@@ -44,12 +47,19 @@ def start_run(tmp):
         # the weights of every step, to recompute the logprobs vLLM recorded with them
         "trainer.save_every=1",
         f"trainer.save_total_limit={len(STEPS)}",
+        *overrides,
     )
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("verl_cpu_vllm"))
+@pytest.fixture(scope="module", params=["full", "lora"])
+def run(request, tmp_path_factory):
+    overrides = LORA if request.param == "lora" else ()
+    result = early_runs.result(
+        f"{__name__}[{request.param}]",
+        lambda tmp: start_run(tmp, *overrides),
+        tmp_path_factory.mktemp(f"verl_cpu_vllm_{request.param}"),
+    )
+    return {**result, "lora": request.param == "lora"}
 
 
 def test_main_ppo_trains_three_steps_sampled_by_vllm(run):
@@ -58,9 +68,16 @@ def test_main_ppo_trains_three_steps_sampled_by_vllm(run):
     assert "aworld_cpu: sampling with vLLM's server at http://127.0.0.1:" in run["log"]
     log = (run["run_dir"] / "verl" / "vllm.log").read_text(errors="replace")
     assert "vllm.entrypoints.openai.api_server" in log or "Starting vLLM API server" in log
-    # one reload per update that reached the sampler; the completions verl's agent loop asked for
+    # the completions verl's agent loop asked for; a reload per update that reached the sampler,
+    # or with an adapter the base once and an adapter per update
     assert log.count("POST /v1/completions") >= 2 * 2 * len(STEPS)
-    assert log.count("POST /collective_rpc") >= len(STEPS) - 1
+    if run["lora"]:
+        assert log.count("POST /collective_rpc") == 1
+        assert log.count("POST /v1/load_lora_adapter") >= len(STEPS)
+        loaded = re.findall(r"aworld_cpu: LoRA adapter loaded \(\d+ tensors, rank (\d+)\)", run["log"])
+        assert len(loaded) >= len(STEPS) and set(loaded) == {str(RANK)}
+    else:
+        assert log.count("POST /collective_rpc") >= len(STEPS) - 1
     assert sorted(run["steps"]) == list(STEPS)
     for metrics in run["steps"].values():
         assert metrics["actor/grad_norm"] > 0
@@ -76,11 +93,12 @@ def test_vllms_logprobs_match_verls_actor_on_the_weights_each_step_pushed(run):
     for step, metrics in run["steps"].items():
         assert metrics["training/rollout_probs_diff_max"] < 1e-4, (step, metrics)
         assert metrics["training/off_policy/trajectory_staleness/max"] == 0
-    initial = _model(run["model"])
+    initial = _model(run["model"], lora=run["lora"])  # an adapter starts as the base (lora_B is 0)
     assert _worst_gap(initial, _sampled(run, 1)) < 1e-3
     for step in STEPS[1:]:
         tokens = _sampled(run, step)
-        pushed = _model(run["model"], run["run_dir"] / f"checkpoints/global_step_{step - 1}/actor")
+        checkpoint = run["run_dir"] / f"checkpoints/global_step_{step - 1}/actor"
+        pushed = _model(run["model"], checkpoint, lora=run["lora"])
         assert _worst_gap(pushed, tokens) < 1e-3, step
         assert _worst_gap(initial, tokens) > 1e-2, step
 
@@ -125,19 +143,28 @@ def _sampled(run, step: int) -> list[tuple[list[int], int, float]]:
     return out
 
 
-def _model(initial, actor_checkpoint=None):
-    """The tiny model in float32, with the weights of verl's actor checkpoint where one is given."""
+def _model(initial, actor_checkpoint=None, lora: bool = False):
+    """The tiny model in float32 (with the run's adapter layers for a LoRA run), with the weights
+    (or the adapter) of verl's actor checkpoint where one is given."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(initial, dtype=torch.float32).eval()
+    from aworld_train.engines.local.lora import attach
+    from aworld_train.inputs.config import LoraConfig
+    from aworld_train.rollout.policies.models import load_model
+
+    model = load_model(str(initial), dtype=torch.float32)
+    if lora:
+        model = attach(model, LoraConfig(rank=RANK, alpha=ALPHA))
     if actor_checkpoint is not None:
         shard = torch.load(
             actor_checkpoint / "model_world_size_1_rank_0.pt", weights_only=False, map_location="cpu"
         )
         state = {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in shard.items()}
-        model.load_state_dict(state, strict=False)
-    return model
+        if lora:
+            state = {k: v for k, v in state.items() if ".lora_" in k}
+        result = model.load_state_dict(state, strict=False)
+        assert state and not result.unexpected_keys, result.unexpected_keys[:3]
+    return model.eval()
 
 
 def _worst_gap(model, tokens) -> float:

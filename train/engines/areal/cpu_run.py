@@ -70,6 +70,10 @@ def cpu_values(cfg: TrainConfig, model_path: str) -> list[Derived]:
     ]
 
 
+# AReaL 1.0.4's default actor.lora_rank (api/cli_args.py)
+_AREAL_LORA_RANK = 32
+
+
 def server_settings(cfg: TrainConfig, model_path: str) -> dict[str, Any]:
     """What the entry point starts our policy server with (workflow.yaml's `cpu_server`); with
     `rollout.engine: vllm`, vLLM's server behind AReaL's vLLM routes (cpu/vllm_front.py)."""
@@ -81,12 +85,23 @@ def server_settings(cfg: TrainConfig, model_path: str) -> dict[str, Any]:
         "max_len": cfg.rollout.max_total_tokens,
         "seed": cfg.trainer.seed,
         "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib,
+        # the actor's adapter served as one of vLLM's own (AReaL's actor.use_lora, the facade's lora)
+        "lora_rank": lora_rank(cfg),
     }
+
+
+def lora_rank(cfg: TrainConfig) -> int | None:
+    """The rank of the adapter AReaL's actor trains (None: every weight)."""
+    if cfg.algorithm.lora is not None:
+        return cfg.algorithm.lora.rank
+    if get(cfg.areal, "actor.use_lora") is True:
+        return int(get(cfg.areal, "actor.lora_rank") or _AREAL_LORA_RANK)
+    return None
 
 
 def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
     """`rollout.engine: vllm` on AReaL: a CPU run's vLLM server behind AReaL's vLLM backend. A GPU run
-    samples with the engine AReaL's own config names; adapters go through it not yet."""
+    samples with the engine AReaL's own config names."""
     if cfg.rollout.engine != "vllm":
         return
     if not is_cpu_run(cfg):
@@ -94,10 +109,4 @@ def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
             "rollout.engine: vllm picks the sampler of a CPU run (areal.cluster.n_gpus_per_node: 0); on a "
             "GPU AReaL samples with the inference engine its allocation_mode names (sglang or vllm): "
             "remove rollout.engine"
-        )
-    if cfg.algorithm.lora is not None or get(cfg.areal, "actor.use_lora") is True:
-        raise ConfigError(
-            "rollout.engine: vllm with a LoRA adapter on AReaL's CPU run: its vLLM server is given full "
-            "weights (AReaL's /areal_update_weights), not adapters; remove rollout.engine (our server "
-            "samples the adapter) or the adapter (the local backend serves adapters through vLLM)"
         )

@@ -104,8 +104,8 @@ def cpu_extras(final: Any, joins_cluster: bool = False) -> None:
 
 def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
     """`rollout.engine: vllm` on verl: the `aworld_cpu` rollout samples with vLLM's server. A GPU run
-    samples with verl's own vLLM rollout already; a LoRA adapter and separate_async's second
-    replica are not served this way yet."""
+    samples with verl's own vLLM rollout already; separate_async's second replica is not served
+    this way yet."""
     if cfg.rollout.engine != "vllm":
         return
     if not is_cpu_run(cfg):
@@ -113,12 +113,6 @@ def refuse_unrunnable_vllm_sampler(cfg: TrainConfig) -> None:
             "rollout.engine: vllm picks the sampler of a CPU run (verl.trainer.device: cpu); on a GPU verl "
             "samples with its own vLLM rollout (actor_rollout_ref.rollout.name: vllm, the default): remove "
             "rollout.engine"
-        )
-    if cfg.algorithm.lora:
-        raise ConfigError(
-            "rollout.engine: vllm with algorithm.lora on verl's CPU run: the aworld_cpu rollout pushes full "
-            "weights to vLLM, not adapters; remove rollout.engine (transformers samples the adapter) or "
-            "algorithm.lora (the local backend serves adapters through vLLM)"
         )
     if _native(cfg, "trainer.v1.trainer_mode") == "separate_async":
         raise ConfigError(
@@ -132,6 +126,8 @@ def vllm_sampler_extras(final: Any, cfg: TrainConfig, run_folder: Path) -> None:
     `rollout.engine_kwargs.<rollout name>` extension point), read by its server (cpu/rollout.py)."""
     from omegaconf import open_dict
 
+    from aworld_train.engines.verl.checks import lora_rank, lora_unmerged
+
     if cfg.rollout.engine != "vllm":
         return
     with open_dict(final):
@@ -140,6 +136,8 @@ def vllm_sampler_extras(final: Any, cfg: TrainConfig, run_folder: Path) -> None:
             "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib,
             "seed": cfg.trainer.seed,
             "run_folder": str(run_folder),
+            # an adapter the actor does not merge is served as one of vLLM's own, of the rank it trains
+            "lora_rank": lora_rank(final) if lora_unmerged(final) else None,
         }
 
 

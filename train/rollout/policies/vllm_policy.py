@@ -12,17 +12,25 @@ server reloads them (`reload_weights`), and the version every later token is sta
 on. No call is ever sampled by two weight versions. A LoRA run pushes its adapter alone, loaded
 beside the base the server holds (vLLM's own adapters, one `policy-vN` per version, the last one
 unloaded), never the merged weights.
+
+The same policy answers verl's `aworld_cpu` rollout on a CPU (engines/verl/cpu/rollout.py), whose
+trainer is another process: its weights, or its adapter, arrive as tensors (`load_weights`,
+`load_adapter`) and are pushed the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from safetensors.torch import save_file
 
 from aworld_train.rollout.policies.client import Generation, SamplingParams
 from aworld_train.rollout.policies.completions import CompletionsPolicy
@@ -57,8 +65,10 @@ class VLLMPolicy(CompletionsPolicy):
         self._pushing = False  # a push waits for them, and new calls wait for it
         self._push_dir = weights_dir  # the server's model folder (vllm_weights.py), or the adapters'
         self.pushes: list[float] = []  # seconds each push took (write and reload)
-        if lora:  # from the first call on, every token comes through the adapter, as the learner's do
-            self._push_adapter(0)
+        if lora and hasattr(model, "peft_config"):
+            # from the first call on, every token comes through the adapter, as the learner's do (an
+            # adapter trained in another process arrives with its first update: `load_adapter`)
+            self._push_adapter(0, model.save_pretrained)
 
     @classmethod
     def start(
@@ -129,17 +139,44 @@ class VLLMPolicy(CompletionsPolicy):
     def load_weights(self, named: dict, version: int | None = None) -> int:
         """A trainer's weights by name (`load_named`) into the model this policy mirrors, then pushed
         as `version` (default: the next); the number loaded. For a trainer in another process
-        (verl's actor), whose weights arrive as tensors."""
-        if self.lora:
-            raise ValueError("a LoRA policy pushes its adapter; full weights replace none of it")
+        (verl's actor), whose weights arrive as tensors; in a LoRA policy, the base the adapters
+        are served on."""
         with self.lock:
             loaded = load_named(self.trained, named)
-        self.push(version)
+        self._push(version, self._push_weights)
         return loaded
 
+    def load_adapter(self, named: dict, settings: dict[str, Any], version: int | None = None) -> int:
+        """A trainer's LoRA adapter (its tensors under peft's names, its LoraConfig as a dict) served
+        as `version` (default: the next); the number of tensors. For a trainer in another process."""
+        if not self.lora:
+            raise ValueError("this vLLM server was started without LoRA: it takes full weights")
+
+        def save(folder: Path) -> None:
+            folder.mkdir(parents=True, exist_ok=True)
+            save_file(
+                {k: v.detach().contiguous() for k, v in named.items()}, folder / "adapter_model.safetensors"
+            )
+            # peft's config as peft writes it (a set of target modules as a list)
+            text = json.dumps(
+                settings, default=lambda v: sorted(v) if isinstance(v, set | frozenset) else str(v)
+            )
+            (folder / "adapter_config.json").write_text(text)
+
+        self._push(version, lambda following: self._push_adapter(following, save))
+        return len(named)
+
     def push(self, version: int | None = None) -> None:
-        """The trainer's weights into the server, once no call is sampling: `version` from now on
-        (default: the next)."""
+        """The trainer's weights (a LoRA policy's: its adapter) into the server, once no call is
+        sampling: `version` from now on (default: the next)."""
+        if self.lora:
+            self._push(version, lambda following: self._push_adapter(following, self.trained.save_pretrained))
+        else:
+            self._push(version, self._push_weights)
+
+    def _push(self, version: int | None, send: Callable[[int], None]) -> None:
+        """`send(version)` once no call is sampling, new calls held back meanwhile; then that version
+        is the one every later token is stamped with."""
         started = time.monotonic()
         with self._guard:
             self._pushing = True
@@ -150,24 +187,24 @@ class VLLMPolicy(CompletionsPolicy):
                         break
                 time.sleep(_WAIT_S)
             following = self.version + 1 if version is None else int(version)
-            if self.lora:
-                self._push_adapter(following)
-            else:
-                with self.lock:
-                    write_weights(self.trained, self._push_dir)
-                self.server.reload_weights(self._push_dir)
+            send(following)
             self.version = following
         finally:
             with self._guard:
                 self._pushing = False
         self.pushes.append(time.monotonic() - started)
 
-    def _push_adapter(self, version: int) -> None:
-        """The trained adapter served as `policy-v<version>`, which later calls name; the one before
-        it unloaded."""
+    def _push_weights(self, _version: int) -> None:
+        with self.lock:
+            write_weights(self.trained, self._push_dir)
+        self.server.reload_weights(self._push_dir)
+
+    def _push_adapter(self, version: int, save: Callable[[Path], None]) -> None:
+        """The adapter `save` writes to a folder, served as `policy-v<version>`, which later calls
+        name; the one before it unloaded."""
         folder = self._push_dir / f"v{version}"
         with self.lock:
-            self.trained.save_pretrained(folder)
+            save(folder)
         name, previous = f"{SERVED_NAME}-v{version}", self.model
         self.server.load_adapter(name, folder)
         self.model = name

@@ -86,9 +86,11 @@ class ServedPPOTrainer(MeasuredPPOTrainer):
     def serve_initial_adapter(self, lora_path: str) -> None:
         """Every server loads the adapter AReaL's actor saved at start, as version 0."""
         name = get_versioned_lora_name(self.config.gconfig.lora_name, 0)
+        # SGLang's route, or vLLM's (what `--lora-modules` would have loaded at its launch)
+        route = "/v1/load_lora_adapter" if self.rollout_alloc.backend == "vllm" else "/load_lora_adapter"
         for host, port in dict.fromkeys(self.servers):
             answer = httpx.post(
-                f"http://{host}:{port}/load_lora_adapter",
+                f"http://{host}:{port}{route}",
                 json={"lora_name": name, "lora_path": lora_path},
                 timeout=600,
             )
@@ -135,6 +137,8 @@ def policy_server(
         command += ["--max-len", str(settings["max_len"]), "--seed", str(settings["seed"])]
         command += ["--kv-cache-gib", str(settings["kv_cache_gib"]), "--log", str(folder / "vllm.log")]
         command += ["--weights-parent", str(folder)]
+        if settings.get("lora_rank"):
+            command += ["--lora-rank", str(settings["lora_rank"])]
     command += ["--events", str(folder / "cpu_server_events.jsonl")]
     print(f"CPU policy server: {' '.join(command)} (log: {log})", flush=True)
     with log.open("ab") as out:

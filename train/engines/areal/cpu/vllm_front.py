@@ -16,6 +16,9 @@ prepacked. So this process serves AReaL's routes in front of vLLM's unchanged se
 - `POST /areal_update_weights` {model_path}: the folder AReaL's actor saved, written as vLLM's served
   folder expects it (its output layer untied: rollout/policies/vllm_weights.py) and reloaded
   (`reload_weights`, the prefix cache emptied), before AReaL deletes it;
+- `POST /v1/load_lora_adapter` {lora_name, lora_path} (with `actor.use_lora`): passed to vLLM, which
+  serves each version's adapter beside the one base (`--lora-rank` starts it with LoRA); requests
+  name the version they want (`model: <lora_name>-v<version>`);
 - `GET /health`, `GET /server_state` (ours: the weight version, the loads).
 
 Every load is appended to `--events` with the requests and tokens the weights it replaced served.
@@ -35,12 +38,14 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from aworld_train.rollout.policies.vllm_server import VLLMServer
 from aworld_train.rollout.policies.vllm_weights import tied_embedding_name, write_model_folder, write_state
 
 _VERSION_IN_PATH = re.compile(r"weight_update_v(\d+)$")
+# AReaL names each adapter `<gconfig.lora_name>-v<version>` (get_versioned_lora_name)
+_VERSIONED_ADAPTER = re.compile(r"-v(\d+)$")
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -73,7 +78,8 @@ class VLLMFront:
         await self.running.wait()
         self.sampling += 1
         self.drained.clear()
-        version = self.version
+        named = _VERSIONED_ADAPTER.search(str(body.get("model") or ""))
+        version = int(named.group(1)) if named else self.version
         try:
             answer = await self.client.post("/v1/completions", json=body)
         finally:
@@ -99,12 +105,31 @@ class VLLMFront:
         await asyncio.to_thread(write_state, named, self.folder)
         await asyncio.to_thread(self.server.reload_weights, self.folder)
         match = _VERSION_IN_PATH.search(saved.name)
-        self.version = int(match.group(1)) if match else previous + 1
+        return self.record(
+            "weights", previous, int(match.group(1)) if match else previous + 1, saved, len(named), started
+        )
+
+    async def load_adapter(self, body: dict[str, Any]) -> httpx.Response:
+        """AReaL's adapter for a version, passed to vLLM: requests that name it are served with it."""
+        started, previous = time.monotonic(), self.version
+        answer = await self.client.post("/v1/load_lora_adapter", json=body)
+        named = _VERSIONED_ADAPTER.search(str(body.get("lora_name") or ""))
+        if answer.status_code == 200 and named:
+            self.record(
+                "adapter", previous, int(named.group(1)), Path(str(body.get("lora_path"))), 0, started
+            )
+        return answer
+
+    def record(
+        self, event: str, previous: int, version: int, path: Path, tensors: int, started: float
+    ) -> dict:
+        """A load as version `version`, with what version `previous` served, in `loads` and the events file."""
+        self.version = version
         record = {
-            "event": "weights",
-            "version": self.version,
-            "path": str(saved),
-            "tensors": len(named),
+            "event": event,
+            "version": version,
+            "path": str(path),
+            "tensors": tensors,
             "load_s": round(time.monotonic() - started, 3),
             "served_on_previous": {
                 "version": previous,
@@ -154,6 +179,11 @@ def build_app(front: VLLMFront) -> FastAPI:
         front.running.set()
         return {"success": True, "message": "generation continued"}
 
+    @app.post("/v1/load_lora_adapter")
+    async def load_lora_adapter(request: Request):
+        answer = await front.load_adapter(await request.json())
+        return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))
+
     @app.post("/areal_update_weights")
     async def update(request: Request):
         body = await request.json()
@@ -194,6 +224,7 @@ def serve(args: argparse.Namespace) -> None:
             max_model_len=args.max_len,
             seed=args.seed,
             kv_cache_gib=args.kv_cache_gib,
+            lora_rank=args.lora_rank,
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -211,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-len", type=int, required=True, help="vLLM's context length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kv-cache-gib", type=float, default=2.0)
+    parser.add_argument("--lora-rank", type=int, default=None, help="serve LoRA adapters up to this rank")
     parser.add_argument("--log", type=Path, required=True, help="vLLM's server log")
     parser.add_argument("--weights-parent", type=Path, default=None, help="where vLLM's model folder goes")
     parser.add_argument("--events", type=Path, default=None, help="JSONL file of weight loads")

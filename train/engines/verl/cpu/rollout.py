@@ -108,6 +108,7 @@ class AWorldCPUServer:
             max_model_len=self.max_len,
             seed=int(settings.get("seed", 0)),
             kv_cache_gib=float(settings.get("kv_cache_gib", 2)),
+            lora_rank=settings.get("lora_rank"),
             weights_parent=run_folder,
         )
         # the server's stdout reaches verl's log through Ray
@@ -158,10 +159,9 @@ class AWorldCPUServer:
         self, named: list[tuple[str, torch.Tensor]], peft_config: dict[str, Any], global_steps: int | None
     ) -> int:
         """The actor's LoRA adapter (weights and settings) into the model, replacing the last one."""
-        if self.sampler == "vllm":  # refused when the run renders (cpu_run.py); said again here
-            raise ValueError(
-                f"{NAME}: the vLLM sampler takes full weights; LoRA runs sample with transformers"
-            )
+        if self.sampler == "vllm":  # served beside the base as one of vLLM's own adapters
+            loaded = await asyncio.to_thread(self.policy.load_adapter, dict(named), peft_config, global_steps)
+            return self._adapter_loaded(loaded, peft_config)
         try:
             loaded = await asyncio.to_thread(
                 self.policy.change_model,
@@ -170,6 +170,9 @@ class AWorldCPUServer:
             )
         except (RuntimeError, ValueError) as exc:
             raise type(exc)(f"{NAME}: {exc}") from exc
+        return self._adapter_loaded(loaded, peft_config)
+
+    def _adapter_loaded(self, loaded: int, peft_config: dict[str, Any]) -> int:
         self.global_steps = self.policy.version
         self.adapter_loads += 1
         # the server's stdout reaches verl's log through Ray: the line a user (and a test) reads to
