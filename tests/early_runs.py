@@ -75,6 +75,14 @@ def result(name: str, start_run: Callable[[Path], Started | None], folder: Path)
     return run.collect(run.process.returncode, run.log.read_text(errors="replace"))
 
 
+def variant(
+    module: str, name: str, start_run: Callable[..., Started | None], folder: Path, *overrides: str
+) -> dict:
+    """The result of the `name` variant of a module's run, `start_run(folder, *overrides)`, kept apart
+    from the module's other variants."""
+    return result(f"{module}[{name}]", lambda tmp: start_run(tmp, *overrides), folder)
+
+
 def stop_all() -> None:
     """End runs whose tests never asked for them (a session stopped early)."""
     for run in _runs.values():

@@ -391,7 +391,7 @@ def test_a_load_credits_the_weights_it_replaced_with_only_their_own_tokens(
     policy.load_weights({k: v.clone() for k, v in policy.model.state_dict().items()}, version=1)
     on_new = asyncio.run(server.generate(body))  # finishes before the load below is recorded
     assert on_new["meta_info"]["weight_version"] == 1
-    record = server.record("weights", 0, 1, tiny_model_dir, loaded=1, started=0.0)
+    record = server.log.record("weights", 0, 1, tiny_model_dir, tensors=1, started=0.0)
     assert record["served_on_previous"] == {
         "version": 0,
         "requests": 1,

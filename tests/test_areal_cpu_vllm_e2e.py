@@ -75,13 +75,12 @@ def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
 
 @pytest.fixture(scope="module", params=["full", "lora"])
 def run(request, tmp_path_factory):
-    overrides = LORA if request.param == "lora" else ()
-    result = early_runs.result(
-        f"{__name__}[{request.param}]",
-        lambda tmp: start_run(tmp, *overrides),
-        tmp_path_factory.mktemp(f"areal_cpu_vllm_{request.param}"),
-    )
-    return {**result, "lora": request.param == "lora"}
+    lora = request.param == "lora"
+    folder = tmp_path_factory.mktemp(f"areal_cpu_vllm_{request.param}")
+    return {
+        **early_runs.variant(__name__, request.param, start_run, folder, *(LORA if lora else ())),
+        "lora": lora,
+    }
 
 
 def test_areals_trainer_finishes_three_steps_sampled_by_vllm(run):

@@ -29,13 +29,12 @@ What AReaL 1.0.4 sends (engine/sglang_remote.py, infra/remote_inf_engine.py):
 - `GET /health`; `GET /server_state` (ours) reports the weight version, the loads and batch sizes.
 
 Every weight or adapter load is appended to the `--events` JSONL file with the requests and tokens
-served on the weights it replaces, so a run's log shows which version served what.
+served on the weights it replaces (load_log.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 import torch
 
+from aworld_train.engines.areal.cpu.load_log import LoadLog
 from aworld_train.rollout.policies.client import SamplingParams
 
 # SGLang's "no top-k" is a huge number; ours is 0
@@ -103,13 +103,9 @@ class PolicyServer:
         self.policy = policy
         self.stop_ids = set(policy.stop_token_ids)
         self.max_len = max_len
-        self.events = events
         self.running = asyncio.Event()
         self.running.set()
-        # per weight version: a request that finishes on the new weights while a load is still
-        # being recorded counts for the new version, not for the one the load replaced
-        self.counts: dict[int, dict[str, int]] = {}
-        self.loads: list[dict[str, Any]] = []
+        self.log = LoadLog(events, ("requests", "tokens", "discarded"))
         # the LoRA adapter served on the base, once one is loaded: its name without the version
         self.adapter: str | None = None
         self.unloaded = 0  # unload requests for adapters already replaced
@@ -171,7 +167,7 @@ class PolicyServer:
         return self.served_by(self.version)
 
     def served_by(self, version: int) -> dict[str, int]:
-        return self.counts.setdefault(version, {"requests": 0, "tokens": 0, "discarded": 0})
+        return self.log.served_by(version)
 
     def served_adapter(self) -> str | None:
         return None if self.adapter is None else f"{self.adapter}-v{self.version}"
@@ -229,7 +225,7 @@ class PolicyServer:
         match = _VERSION_IN_PATH.search(folder.name)
         version = int(match.group(1)) if match else previous + 1
         loaded = await asyncio.to_thread(self.policy.load_weights, named, version)
-        return self.record("weights", previous, version, folder, loaded, started)
+        return self.log.record("weights", previous, version, folder, loaded, started)
 
     async def load_adapter(self, lora_name: str, folder: Path) -> dict[str, Any]:
         """The adapter AReaL's actor saved in `folder`, served from now on as `lora_name`."""
@@ -246,7 +242,7 @@ class PolicyServer:
             self.policy.change_model, lambda model: serve_adapter(model, folder), version
         )
         self.adapter = name
-        return self.record("adapter", previous, version, folder, loaded, started, adapter=lora_name)
+        return self.log.record("adapter", previous, version, folder, loaded, started, adapter=lora_name)
 
     def unload_adapter(self, lora_name: str) -> str:
         """SGLang's unload: an adapter a later load replaced is gone already; the one served stays
@@ -258,33 +254,12 @@ class PolicyServer:
         self.unloaded += 1
         return f"{lora_name} was replaced by {self.served_adapter()}"
 
-    def record(
-        self, event: str, previous: int, version: int, folder: Path, loaded: int, started: float, **extra: Any
-    ) -> dict[str, Any]:
-        """A load, with what the weights it replaced (version `previous`) served, in `loads` and the
-        events file."""
-        record = {
-            "event": event,
-            "version": version,
-            "path": str(folder),
-            "tensors": loaded,
-            "load_s": round(time.monotonic() - started, 3),
-            "served_on_previous": {"version": previous, **self.served_by(previous)},
-            **extra,
-        }
-        del self.counts[previous]
-        self.loads.append(record)
-        if self.events is not None:
-            with self.events.open("a") as out:
-                out.write(json.dumps(record) + "\n")
-        return record
-
     def state(self) -> dict[str, Any]:
         cache = self.policy.prefix_cache
         return {
             "weight_version": self.version,
             "served": dict(self.served),
-            "weight_loads": self.loads,
+            "weight_loads": self.log.loads,
             "adapter": self.served_adapter(),
             "adapter_unloads": self.unloaded,
             "batches": len(self.policy.batches),

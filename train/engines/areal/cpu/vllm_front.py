@@ -21,7 +21,8 @@ prepacked. So this process serves AReaL's routes in front of vLLM's unchanged se
   name the version they want (`model: <lora_name>-v<version>`);
 - `GET /health`, `GET /server_state` (ours: the weight version, the loads).
 
-Every load is appended to `--events` with the requests and tokens the weights it replaced served.
+Every load is appended to `--events` with the requests and tokens the weights it replaced served
+(load_log.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import re
 import shutil
 import time
@@ -40,6 +40,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from aworld_train.engines.areal.cpu.load_log import LoadLog
 from aworld_train.rollout.policies.vllm_server import VLLMServer
 from aworld_train.rollout.policies.vllm_weights import tied_embedding_name, write_model_folder, write_state
 
@@ -58,7 +59,7 @@ class VLLMFront:
     def __init__(
         self, server: VLLMServer, folder: Path, tied_to: str | None = None, events: Path | None = None
     ) -> None:
-        self.server, self.folder, self.events = server, folder, events
+        self.server, self.folder = server, folder
         # a tied model's saved folder has no output layer, which vLLM's untied folder needs
         self.tied_to = tied_to
         self.client = httpx.AsyncClient(base_url=server.url, timeout=600)
@@ -68,11 +69,7 @@ class VLLMFront:
         self.drained = asyncio.Event()
         self.drained.set()
         self.version = 0
-        self.counts: dict[int, dict[str, int]] = {}
-        self.loads: list[dict[str, Any]] = []
-
-    def served_by(self, version: int) -> dict[str, int]:
-        return self.counts.setdefault(version, {"requests": 0, "tokens": 0})
+        self.log = LoadLog(events, ("requests", "tokens"))
 
     async def complete(self, body: dict[str, Any]) -> tuple[int, Any]:
         await self.running.wait()
@@ -88,7 +85,7 @@ class VLLMFront:
                 self.drained.set()
         payload = answer.json()
         if answer.status_code == 200:
-            counts = self.served_by(version)
+            counts = self.log.served_by(version)
             counts["requests"] += 1
             counts["tokens"] += sum(len(c["logprobs"]["tokens"]) for c in payload.get("choices", []))
         return answer.status_code, payload
@@ -123,24 +120,9 @@ class VLLMFront:
     def record(
         self, event: str, previous: int, version: int, path: Path, tensors: int, started: float
     ) -> dict:
-        """A load as version `version`, with what version `previous` served, in `loads` and the events file."""
+        """A load: `version` is served from now on."""
         self.version = version
-        record = {
-            "event": event,
-            "version": version,
-            "path": str(path),
-            "tensors": tensors,
-            "load_s": round(time.monotonic() - started, 3),
-            "served_on_previous": {
-                "version": previous,
-                **self.counts.pop(previous, self.served_by(previous)),
-            },
-        }
-        self.loads.append(record)
-        if self.events is not None:
-            with self.events.open("a") as out:
-                out.write(json.dumps(record) + "\n")
-        return record
+        return self.log.record(event, previous, version, path, tensors, started)
 
 
 def build_app(front: VLLMFront) -> FastAPI:
@@ -159,7 +141,7 @@ def build_app(front: VLLMFront) -> FastAPI:
 
     @app.get("/server_state")
     async def server_state() -> dict[str, Any]:
-        return {"weight_version": front.version, "weight_loads": front.loads, "vllm": front.server.url}
+        return {"weight_version": front.version, "weight_loads": front.log.loads, "vllm": front.server.url}
 
     @app.post("/v1/completions")
     async def completions(request: Request):
