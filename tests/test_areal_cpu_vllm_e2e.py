@@ -17,7 +17,7 @@ import early_runs
 import pytest
 from areal_support import AREAL_PYTHON, needs_areal
 from test_areal_cpu_e2e import mismatch, sampled_tokens, scalars
-from verl_cpu_support import calculator_rows, cpu_run
+from verl_cpu_support import assert_vllm_left_nothing, calculator_rows, cpu_run, note_shared_memory
 
 from aworld_train.rollout.policies.vllm_server import vllm_missing
 
@@ -37,7 +37,7 @@ LORA = ("algorithm.lora={rank: 8, alpha: 16}", "algorithm.lr=1e-3")
 def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
     if not AREAL_PYTHON:
         return None
-    (tmp / "shm_before.txt").write_text("\n".join(_shared_memory()))
+    note_shared_memory(tmp)
     command, run_dir, model = cpu_run(
         AREAL_PYTHON,
         "examples/calculator/grpo_areal_cpu.yaml",
@@ -146,16 +146,4 @@ def test_vllms_logprobs_are_those_of_the_weights_each_version_pushed(run):
 
 
 def test_no_vllm_process_weights_folder_or_shared_memory_outlives_the_run(run):
-    import subprocess
-
-    folder = run["run_dir"] / "areal"
-    assert not list(folder.glob("aworld-train-vllm-*"))
-    left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.split()
-    assert left == []
-    before = set((run["run_dir"].parent / "shm_before.txt").read_text().split())
-    assert {name for name in _shared_memory() if name.startswith("psm_")} <= before
-
-
-def _shared_memory() -> list[str]:
-    shm = Path("/dev/shm")
-    return sorted(p.name for p in shm.iterdir()) if shm.is_dir() else []
+    assert_vllm_left_nothing(run["run_dir"] / "areal", run["run_dir"].parent)

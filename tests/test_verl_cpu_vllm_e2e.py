@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-from pathlib import Path
 
 import early_runs
 import pytest
-from verl_cpu_support import calculator_rows, launch_cpu_run
+from verl_cpu_support import assert_vllm_left_nothing, calculator_rows, launch_cpu_run, note_shared_memory
 
 from aworld_train.rollout.policies.vllm_server import vllm_missing
 
@@ -31,14 +29,13 @@ if (missing := vllm_missing()) is not None:
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 STEPS = (1, 2, 3)
-SHARED_MEMORY = Path("/dev/shm")
 RANK, ALPHA = 8, 16
 # an unmerged adapter at an adapter's learning rate (the example's 1e-4 is for every weight)
 LORA = (f"algorithm.lora={{rank: {RANK}, alpha: {ALPHA}}}", "algorithm.lr=1.0e-3")
 
 
 def start_run(tmp, *overrides: str):
-    (tmp / "shm_before.txt").write_text("\n".join(_shared_memory()))
+    note_shared_memory(tmp)
     return launch_cpu_run(
         tmp,
         calculator_rows(6),
@@ -113,18 +110,7 @@ def test_every_sampled_token_carries_the_version_vllm_held(run):
 
 
 def test_no_vllm_process_weights_folder_or_shared_memory_outlives_the_run(run):
-    """vLLM's server shuts down whole when its actor ends: a server killed outright leaves its
-    shared memory in /dev/shm (hundreds of MB a run)."""
-    served = run["run_dir"] / "verl"
-    assert not list(served.glob("aworld-train-vllm-*"))
-    left = subprocess.run(["pgrep", "-f", str(served)], capture_output=True, text=True).stdout.split()
-    assert left == []
-    before = set((run["run_dir"].parent / "shm_before.txt").read_text().split())
-    assert {name for name in _shared_memory() if name.startswith("psm_")} <= before
-
-
-def _shared_memory() -> list[str]:
-    return sorted(p.name for p in SHARED_MEMORY.iterdir()) if SHARED_MEMORY.is_dir() else []
+    assert_vllm_left_nothing(run["run_dir"] / "verl", run["run_dir"].parent)
 
 
 def _sampled(run, step: int) -> list[tuple[list[int], int, float]]:

@@ -75,3 +75,26 @@ def launch_cpu_run(tmp: Path, train_rows: list[str], *overrides: str):
 
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}  # every worker's lines, the episodes' errors among them
     return early_runs.launch(command, tmp, 1400, collect, cwd=tmp, env=env)
+
+
+SHARED_MEMORY = Path("/dev/shm")
+SHM_BEFORE = "shm_before.txt"
+
+
+def note_shared_memory(tmp: Path) -> None:
+    """What /dev/shm holds before a run that starts vLLM (`assert_vllm_left_nothing` compares)."""
+    (tmp / SHM_BEFORE).write_text("\n".join(_shared_memory()))
+
+
+def assert_vllm_left_nothing(served: Path, tmp: Path) -> None:
+    """No vLLM server started from `served` still runs, its model folder is gone, and it left no
+    shared memory in /dev/shm (a server killed outright leaves hundreds of MB there)."""
+    assert not list(served.glob("aworld-train-vllm-*"))
+    left = subprocess.run(["pgrep", "-f", str(served)], capture_output=True, text=True).stdout.split()
+    assert left == []
+    before = set((tmp / SHM_BEFORE).read_text().split())
+    assert {name for name in _shared_memory() if name.startswith("psm_")} <= before
+
+
+def _shared_memory() -> list[str]:
+    return sorted(p.name for p in SHARED_MEMORY.iterdir()) if SHARED_MEMORY.is_dir() else []
