@@ -248,7 +248,13 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     assert summary["returncode"] == 0
     log = Path(summary["log"]).read_text()
     steps = parse_steps(log)
-    assert sorted(steps) == [1, 2] and all(m["actor/grad_norm"] > 0 for m in steps.values())
+    assert sorted(steps) == [1, 2]
+    # a step has a gradient exactly when some group's rewards differ (the calculator's digits are
+    # a toss-up, so both samples of each group may tie); the run as a whole learned something
+    for m in steps.values():
+        untied = m["critic/advantages/max"] - m["critic/advantages/min"] > 1e-6
+        assert (m["actor/grad_norm"] > 0) == untied, m
+    assert any(m["actor/grad_norm"] > 0 for m in steps.values())
     # 2 tasks x 2 samples a step, and a fresh task for a group none of whose episodes trains
     # (the taught model still writes a malformed call now and then)
     assert all(
