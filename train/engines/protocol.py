@@ -28,6 +28,8 @@ class Capabilities:
     # `rollout.engine: vllm`: vLLM's own server samples its rollouts (local; verl's and AReaL's CPU
     # runs: on a GPU their own config names the inference engine)
     vllm_sampler: bool = False
+    # `policies:`: each agent of a team sampled and trained by a LoRA adapter of its own
+    policy_per_agent: bool = False
 
 
 class Engine(Protocol):
@@ -69,4 +71,10 @@ def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
         raise ConfigError(
             f"rollout.engine: vllm: backend {engine.name} samples with its own rollout settings: remove "
             "rollout.engine"
+        )
+    if config.policies and not engine.capabilities.policy_per_agent:
+        raise ConfigError(
+            f"policies: backend {engine.name} trains one policy (one actor, one optimizer) for every agent "
+            "of a team; remove policies to share it (rollout.frozen_agents keeps an agent from training), "
+            "or use backend: local, which trains an adapter per policy"
         )

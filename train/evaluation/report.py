@@ -12,9 +12,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.rollout.episodes.runner import EpisodeRunner
+from aworld_train.rollout.episodes.runner import EpisodeRunner, Served
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
-from aworld_train.rollout.policies.client import PolicyClient
 from aworld_train.rollout.samples.agent_stats import agent_metrics
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
@@ -132,7 +131,7 @@ class EvalReport:
 
 async def evaluate(
     runner: EpisodeRunner,
-    policy: PolicyClient,
+    policy: Served,
     tasks: list[Task],
     description: str = "eval",
     show_progress: bool = True,

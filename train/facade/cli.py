@@ -135,7 +135,11 @@ def cmd_export(args) -> int:
     from aworld_train.engines.local.lora import export
 
     out = export(Path(args.checkpoint), Path(args.output), args.model)
-    print(f"merged model: {out} (use it as model: {out})")
+    policies = sorted(p.parent.name for p in out.glob("*/config.json"))
+    if policies:  # a run with a policy per agent: a merged model each
+        print(f"merged models, one per policy: {', '.join(f'{out / name}' for name in policies)}")
+    else:
+        print(f"merged model: {out} (use it as model: {out})")
     return 0
 
 

@@ -21,6 +21,7 @@ from aworld_train.engines.protocol import refuse_what_it_cannot
 from aworld_train.inputs.config import RolloutSettings, TrainConfig, load_config
 from aworld_train.inputs.dataset import load_tasks
 from aworld_train.inputs.dotenv_files import load_env_files
+from aworld_train.inputs.policy_settings import PolicyConfig, team_problem
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.prerun.checks import run_folder_writable
 from aworld_train.prerun.mcp import check_mcp_servers
@@ -65,7 +66,7 @@ class AgentTrainer:
         native = self.engine.native_inputs(cfg)
         check_server_environments(cfg.env)
         self.spec: Spec = load_agent_spec(agent if agent is not None else cfg.agent)
-        _check_agent_roles(self.spec, cfg.rollout)
+        _check_agent_roles(self.spec, cfg.rollout, cfg.policies)
         _check_rebuild(self.spec, [server.name for server in cfg.env])
         self.reward = RewardFunction.load(
             reward_func if reward_func is not None else cfg.reward.fn or native.reward,
@@ -200,9 +201,13 @@ def _reward_kwargs(common: dict[str, Any], native: dict[str, Any]) -> dict[str, 
     return {**native, **common}
 
 
-def _check_agent_roles(spec: Spec, rollout: RolloutSettings) -> None:
-    """`rollout.frozen_agents` and `rollout.agent_endpoints` name agents of the spec, and leave one to train."""
+def _check_agent_roles(spec: Spec, rollout: RolloutSettings, policies: dict[str, PolicyConfig]) -> None:
+    """`policies`, `rollout.frozen_agents` and `rollout.agent_endpoints` name agents of the spec, and
+    leave one to train."""
     names = [role.name for role in spec.roles()]
+    problem = team_problem(policies, names, list(rollout.agent_endpoints))
+    if problem is not None:
+        raise ConfigError(problem)
     for field, listed in (
         ("frozen_agents", rollout.frozen_agents),
         ("agent_endpoints", list(rollout.agent_endpoints)),

@@ -24,6 +24,7 @@ from aworld_train.core.errors import ConfigError
 from aworld_train.core.protocol import is_env_reference
 from aworld_train.core.validation import did_you_mean, explain_validation, read_yaml
 from aworld_train.inputs.overrides import apply_overrides
+from aworld_train.inputs.policy_settings import LoraConfig, PolicyConfig, policy_problem
 from aworld_train.rollout.episodes.settings import RolloutSettings
 
 DEFAULT_MODEL = "embedded:smollm2-135m"
@@ -45,28 +46,6 @@ def ray_address_problem(value: str) -> str | None:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class LoraConfig(_Section):
-    """algorithm.lora: train a LoRA adapter (peft) instead of every weight, on every engine."""
-
-    rank: int = Field(16, ge=1, description="the adapter's rank r")
-    alpha: float = Field(32.0, gt=0, description="its scale is alpha / rank")
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input while training")
-    target_modules: list[str] | Literal["all-linear"] = Field(
-        "all-linear",
-        description="the model's module names to adapt (e.g. [q_proj, v_proj]), or all-linear: every "
-        "linear layer but the output head",
-    )
-
-    @field_validator("target_modules")
-    @classmethod
-    def _some_modules(cls, value: list[str] | str) -> list[str] | str:
-        if isinstance(value, list) and not [name for name in value if name.strip()]:
-            raise ValueError(
-                "names no module: list module names such as [q_proj, v_proj], or write all-linear"
-            )
-        return value
 
 
 class AlgorithmConfig(_Section):
@@ -290,6 +269,11 @@ class TrainConfig(_Section):
     model: str = DEFAULT_MODEL
     agent: str | None = Field(None, description="'module:factory' or an agent YAML path")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    policies: dict[str, PolicyConfig] = Field(
+        default_factory=dict,
+        description="a team's policies: {name: {agents, lora, lr, frozen}}, each a LoRA adapter of its own "
+        "on the shared base (unset: every agent shares one policy); see inputs/policy_settings.py",
+    )
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     data: DataConfig = Field(default_factory=DataConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
@@ -329,6 +313,15 @@ class TrainConfig(_Section):
                 f"{self.rollout.workers}: asynchronous training runs its episodes in this process; "
                 "set rollout.workers: 1 (raise rollout.concurrency instead), or algorithm.max_staleness: 0"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _policies_can_run(self) -> TrainConfig:
+        problem = policy_problem(
+            self.policies, self.algorithm.lora, self.algorithm.max_staleness, self.rollout
+        )
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def fields_set(self) -> frozenset[str]:

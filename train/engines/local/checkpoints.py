@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 import aworld_train.engines.local.lora as lora
+import aworld_train.engines.local.team as team
 from aworld_train.core.atomic_files import complete_folder
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.resume import rng_state
@@ -26,7 +27,8 @@ def save_checkpoint(
 ) -> Path:
     """The checkpoint of `step`: written as step_N.partial, its completion marker last, then
     renamed (atomic_files.complete_folder); a save cut short is never taken for a checkpoint.
-    A LoRA run saves its adapter; its `final` checkpoint also holds the merged model."""
+    A LoRA run saves its adapter (a run with policies, each policy's); its `final` checkpoint also
+    holds the merged model (`aworld-train export` merges a policy's)."""
     path = folder.checkpoint_dir(step)
     state = {
         "step": step,
@@ -39,12 +41,14 @@ def save_checkpoint(
     try:
         with complete_folder(path, step=step) as tmp:
             with parts.policy.lock:
-                if cfg.algorithm.lora is None:
+                if cfg.policies:
+                    team.save_adapters(parts.model, tmp)
+                elif cfg.algorithm.lora is None:
                     parts.model.save_pretrained(tmp)
                 else:
                     lora.save_adapter(parts.model, tmp)
             parts.tokenizer.save_pretrained(tmp)
-            if final and cfg.algorithm.lora is not None:
+            if final and cfg.algorithm.lora is not None and not cfg.policies:
                 dtype = parts.model.get_base_model().dtype  # in the dtype it trained in
                 lora.export_merged(cfg.model, tmp, tmp, parts.tokenizer, dtype)
             # through a Python file: torch's own writer reports a full disk without its errno

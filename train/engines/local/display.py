@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aworld_train.engines.logprob_mismatch import mismatch_text, mismatch_warning, with_warning
+from aworld_train.engines.logprob_mismatch import MEAN, TOKENS, mismatch_text, mismatch_warning, with_warning
 
 console = Console(stderr=True)
 
@@ -77,9 +77,27 @@ def step_line(done: int, steps: int, metrics: dict[str, Any], mismatch_tolerance
             f" | staleness {metrics['staleness_mean']:.2f} (max {metrics['staleness_max']:.0f})"
             f" | dropped stale {metrics['dropped_stale']:.0f}"
         )
-    line += mismatch_text(metrics)
+    line += mismatch_text(metrics) + policies_text(metrics)
     warning = mismatch_warning(metrics, mismatch_tolerance)
     return with_warning(line, warning)
+
+
+def policies_text(metrics: dict[str, Any]) -> str:
+    """A run with a policy per agent: each policy's trained samples, those with signal, its mismatch."""
+    names = dict.fromkeys(key.split("/")[1] for key in metrics if key.startswith("policy/"))
+    parts = []
+    for name in names:
+        own = {
+            key.rsplit("/", 1)[1]: value
+            for key, value in metrics.items()
+            if key.startswith(f"policy/{name}/")
+        }
+        if "samples" not in own:
+            parts.append(f"{name} no samples")
+            continue
+        part = f"{name} {own['samples']:.0f} samples ({own['samples_with_signal']:.0f} with signal)"
+        parts.append(part + (f", mismatch {own[MEAN]:.4f}" if own.get(TOKENS) else ""))
+    return f" | policies: {'; '.join(parts)}" if parts else ""
 
 
 def status_mix(metrics: dict[str, Any]) -> str:

@@ -20,28 +20,37 @@ from aworld_train.core.errors import ConfigError, ModelError
 from aworld_train.inputs.config import LoraConfig
 
 ADAPTER_DIR = "adapter"
+POLICIES_DIR = "policies"  # a run with a policy per agent: policies/<name>/, an adapter each (team.py)
 
 
-def attach(model, lora: LoraConfig):
-    """`model` wrapped with a fresh trainable adapter (only its weights require grad)."""
+def peft_settings(lora: LoraConfig):
+    """peft's LoraConfig for `algorithm.lora` (or a policy's `lora`)."""
     from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
 
-    settings = PeftLoraConfig(
+    return PeftLoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )
+
+
+def attach(model, lora: LoraConfig, adapter_name: str = "default", field: str = "algorithm.lora"):
+    """`model` wrapped with a fresh trainable adapter named `adapter_name` (only its weights require
+    grad); `field` names the settings in an error."""
+    from peft import get_peft_model
+
     try:
         # the adapter in the model's dtype: peft's default (float32 beside a bf16 model) keeps a float32
         # copy of every adapted layer's input for backward (measured: 340 MB more at the embedded
         # model's peak); a bf16 adapter gets float32 master weights from the learner like any weight
-        return get_peft_model(model, settings, autocast_adapter_dtype=False)
+        return get_peft_model(
+            model, peft_settings(lora), adapter_name=adapter_name, autocast_adapter_dtype=False
+        )
     except ValueError as exc:  # peft's "Target modules {...} not found in the base model"
         raise ConfigError(
-            f"algorithm.lora.target_modules={lora.target_modules!r}: {exc}; name modules the model has "
+            f"{field}.target_modules={lora.target_modules!r}: {exc}; name modules the model has "
             f"(its linear layers: {', '.join(linear_module_names(model))}) or write all-linear"
         ) from exc
 
@@ -59,11 +68,11 @@ def linear_module_names(model) -> list[str]:
     )
 
 
-def load(model, checkpoint: Path):
-    """`model` (the base) with the trainable adapter a checkpoint saved."""
+def load(model, checkpoint: Path, folder: Path | None = None):
+    """`model` (the base) with the trainable adapter a checkpoint saved (or the one in `folder`)."""
     from peft import PeftModel
 
-    folder = adapter_folder(checkpoint)
+    folder = folder or adapter_folder(checkpoint)
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=False)
 
 
@@ -113,14 +122,19 @@ def save_adapter(model, folder: Path) -> None:
     model.save_pretrained(folder / ADAPTER_DIR)
 
 
-def export_merged(base: str, checkpoint: Path, out: Path, tokenizer=None, dtype=None) -> Path:
+def export_merged(
+    base: str, checkpoint: Path, out: Path, tokenizer=None, dtype=None, folder: Path | None = None
+) -> Path:
     """A plain model folder at `out`: `base` (a `model:` reference) with the checkpoint's adapter
-    merged into its weights, in `dtype` (default: the base's own). Loads a fresh base: a training
-    model keeps its adapter, and merging a copy keeps the merged weights out of its rollout."""
+    (or the one in `folder`) merged into its weights, in `dtype` (default: the base's own). Loads a
+    fresh base: a training model keeps its adapter, and merging a copy keeps the merged weights out
+    of its rollout."""
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
-    adapter_folder(checkpoint)  # a checkpoint without an adapter fails before the base loads
-    merged = load(load_model(base, dtype=dtype or "auto", device="cpu"), checkpoint).merge_and_unload()
+    folder = folder or adapter_folder(checkpoint)  # no adapter: fails before the base loads
+    merged = load(
+        load_model(base, dtype=dtype or "auto", device="cpu"), checkpoint, folder
+    ).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(out)
     (tokenizer or load_tokenizer(base)).save_pretrained(out)
@@ -136,7 +150,8 @@ def run_base_model(checkpoint: Path) -> str:
         model = (yaml.safe_load(config.read_text()) or {}).get("model")
         if model:
             return str(model)
-    adapter = adapter_folder(checkpoint) / "adapter_config.json"
+    adapter = next(iter(policy_adapters(checkpoint).values()), None) or adapter_folder(checkpoint)
+    adapter = adapter / "adapter_config.json"
     base = json.loads(adapter.read_text()).get("base_model_name_or_path")
     if base:
         return str(base)
@@ -150,9 +165,17 @@ def trainable_line(model) -> str:
     return f"{trainable:,} of {total:,} weights train ({trainable / max(total, 1):.2%})"
 
 
+def policy_adapters(checkpoint: Path) -> dict[str, Path]:
+    """A checkpoint's adapter folder per policy (a run with `policies:`); empty for any other."""
+    folder = Path(checkpoint) / POLICIES_DIR
+    found = sorted(f.parent for f in folder.glob("*/adapter_config.json")) if folder.is_dir() else []
+    return {f.name: f for f in found}
+
+
 def export(checkpoint: Path, out: Path, base: str | None = None) -> Path:
     """`aworld-train export`: a LoRA checkpoint (or a run folder's latest) merged into a plain model
-    folder at `out`, written whole or not at all. Bad input fails before any model loads."""
+    folder at `out` (a run with a policy per agent: `out/<policy>/` each), written whole or not at
+    all. Bad input fails before any model loads."""
     from aworld_train.core.atomic_files import complete_folder
     from aworld_train.engines.local.run_folder import RunFolder
 
@@ -162,10 +185,15 @@ def export(checkpoint: Path, out: Path, base: str | None = None) -> Path:
         if latest is None:
             raise ConfigError(f"{checkpoint}: the run folder has no complete checkpoint to export")
         checkpoint = latest[1]
-    adapter_folder(checkpoint)
+    policies = policy_adapters(checkpoint)
+    if not policies:
+        adapter_folder(checkpoint)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} exists and is not empty: name a new folder for the merged model")
     base = base or run_base_model(checkpoint)
-    with complete_folder(out, exported_from=str(checkpoint), base=base) as tmp:
-        export_merged(base, checkpoint, tmp)
+    with complete_folder(out, exported_from=str(checkpoint), base=base, policies=list(policies)) as tmp:
+        if not policies:
+            export_merged(base, checkpoint, tmp)
+        for name, folder in policies.items():
+            export_merged(base, checkpoint, tmp / name, folder=folder)
     return out

@@ -11,21 +11,31 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import aworld_train.engines.local.lora as lora
+import aworld_train.engines.local.team as team
 from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
 from aworld_train.engines.local.display import console
 from aworld_train.engines.local.run_folder import RunFolder
 
 if TYPE_CHECKING:
-    from aworld_train.inputs.config import LoraConfig
+    from aworld_train.inputs.config import TrainConfig
 
 
-def checkpoint_to_resume(folder: RunFolder, lora_settings: LoraConfig | None) -> Path:
+def checkpoint_to_resume(folder: RunFolder, cfg: TrainConfig) -> Path:
     """The latest whole checkpoint of the run, which a resume continues; ConfigError where there is
-    none or it holds the other kind of training (a LoRA adapter, or every weight)."""
+    none or it holds another kind of training (a LoRA adapter, every weight, a policy per agent)."""
     latest = folder.latest_checkpoint()
     if latest is None:
         raise ConfigError(no_checkpoint_to_resume(folder.path / "checkpoints") + skipped_note(folder))
-    checkpoint = latest[1]
+    checkpoint, lora_settings = latest[1], cfg.algorithm.lora
+    if cfg.policies:
+        for name in team.adapter_settings(cfg):
+            team.adapter_folder(checkpoint, name)
+        return checkpoint
+    if (checkpoint / team.POLICIES_DIR).is_dir():
+        raise ConfigError(
+            f"{checkpoint} holds an adapter per policy: the run trained with policies; resume it with the "
+            "same policies"
+        )
     if lora_settings is None and lora.has_adapter(checkpoint):
         raise ConfigError(
             f"{checkpoint} holds a LoRA adapter: the run trained with algorithm.lora; "

@@ -31,6 +31,7 @@ class Sample:
     # the current weights' logprobs where older weights sampled, the recorded ones elsewhere;
     # None where every token is the current weights' own
     proximal_logprobs: list[float] | None = None
+    agent: str = ""  # the team's agent whose segment it is ("" for a lone agent's)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -67,6 +68,7 @@ def build_samples(
                     advantage,
                     origin=(unit.episode, seg.index),
                     versions=list(seg.response_versions),
+                    agent=unit.agent,
                 )
             )
     return samples, [0.0 if a is None else a for a in advantages]

@@ -12,14 +12,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import aworld_train.engines.local.lora as lora
+import aworld_train.engines.local.team as team
 from aworld_train.engines.local.display import console
 from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.local.team import TeamLearner
 from aworld_train.rollout.episodes.runner import EpisodeRunner, local_runner
 from aworld_train.rollout.samples.failure_streak import FailureStreak, TrainedSoFar
 
 if TYPE_CHECKING:
     from aworld_train.inputs.run import RunInputs
     from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
 
@@ -29,9 +32,15 @@ class Parts:
     model: Any
     runner: EpisodeRunner
     policy: LocalPolicy | VLLMPolicy
-    learner: GRPOLearner
+    learner: GRPOLearner | TeamLearner
     failures: FailureStreak
     trained: TrainedSoFar
+    router: PolicyRouter | None = None  # a policy per agent: each agent's calls to its adapter
+
+    @property
+    def serving(self) -> LocalPolicy | VLLMPolicy | PolicyRouter:
+        """What samples the run's episodes: the policy, or the router over its adapters."""
+        return self.router or self.policy
 
     def close(self) -> None:
         """What the run started to sample with (vLLM's server), stopped."""
@@ -53,10 +62,15 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
     template = template_report(tokenizer, cfg.rollout)
     require_usable_template(template, cfg.model)  # before the model loads
     console.print(f"chat template: {template.line()}")
-    # a LoRA run resumes its adapter on the base; a full-weight run resumes the saved weights
-    model = load_model(str(checkpoint) if checkpoint and lora_settings is None else cfg.model)
+    # a LoRA run resumes its adapter(s) on the base; a full-weight run resumes the saved weights
+    full_weights = lora_settings is None and not cfg.policies
+    model = load_model(str(checkpoint) if checkpoint and full_weights else cfg.model)
     reference = None
-    if lora_settings is not None:
+    if cfg.policies:
+        # an adapter per policy on the one base, the KL reference that base (adapters switched off)
+        model = team.load_adapters(model, checkpoint, cfg) if checkpoint else team.attach_adapters(model, cfg)
+        console.print(f"policies: {', '.join(cfg.policies)}, an adapter each; {lora.trainable_line(model)}")
+    elif lora_settings is not None:
         # the adapter trains, the base stays; the KL reference is the base (adapter switched off)
         model = lora.load(model, checkpoint) if checkpoint else lora.attach(model, lora_settings)
         console.print(f"LoRA: {lora.trainable_line(model)}")
@@ -102,6 +116,12 @@ def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
         runner, policy = local_runner(
             inputs.spec, cfg.model, cfg.rollout, inputs.reward, model=model, tokenizer=tokenizer
         )
+    failures = FailureStreak(cfg.trainer.stop_after_failed_steps)
+    if cfg.policies:
+        # one weights update (one new version) for every policy's step
+        team_learner = TeamLearner(model, cfg, cfg.rollout.temperature, policy.pad_id, policy.weights_update)
+        router = team.router(policy, cfg)
+        return Parts(tokenizer, model, runner, policy, team_learner, failures, TrainedSoFar(), router)
     learner = GRPOLearner(
         model,
         cfg.algorithm,
@@ -110,5 +130,4 @@ def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
         reference,
         lock=policy.weights_update,  # each update is a new weight version
     )
-    failures = FailureStreak(cfg.trainer.stop_after_failed_steps)
     return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar())

@@ -36,6 +36,7 @@ from aworld_train.engines.local.step_metrics import (
     staleness_metrics,
 )
 from aworld_train.evaluation.report import EvalReport, evaluate
+from aworld_train.inputs.policy_settings import frozen_agents
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.samples.token_log import step_set
 
@@ -61,7 +62,7 @@ class LocalTraining:
         self.folder = RunFolder(inputs.run_dir)
         self.envs = None  # the env: servers' supervisor while the run runs
         # refused before any model loads where there is nothing to resume
-        checkpoint = checkpoint_to_resume(self.folder, self.cfg.algorithm.lora) if resume else None
+        checkpoint = checkpoint_to_resume(self.folder, self.cfg) if resume else None
         self.parts = build_parts(inputs, checkpoint)
         self.start_step = restore(checkpoint, self.folder, self.parts) if checkpoint else 0
         self.done = self.start_step  # the steps trained so far
@@ -85,7 +86,9 @@ class LocalTraining:
 
     # -- a step and what happens around it ---------------------------------------------------
     def evaluate(self, name: str, step: int) -> EvalReport:
-        episodes = evaluate(self.runner, self.policy, self.inputs.test_tasks, description=f"eval ({name})")
+        episodes = evaluate(
+            self.runner, self.parts.serving, self.inputs.test_tasks, description=f"eval ({name})"
+        )
         report = self.sampler.run(episodes)
         self.folder.write_trajectories(f"eval/{name}", report.trajectories)
         self.folder.write_tokens(f"eval/{name}", report.trajectories, "eval", step)
@@ -111,7 +114,7 @@ class LocalTraining:
             groups,
             cfg.algorithm.norm_adv_by_std,
             cfg.rollout.train_on_malformed,
-            cfg.rollout.frozen_agents,
+            frozen_agents(cfg.policies, cfg.rollout),
         )
         learn_started = time.perf_counter()
         metrics = {
@@ -229,7 +232,7 @@ class LocalTraining:
             "step_s_mean": statistics.fmean(record.step_times) if record.step_times else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
-        if final is not None and self.cfg.algorithm.lora is not None:
+        if final is not None and self.cfg.algorithm.lora is not None and not self.cfg.policies:
             summary["adapter_mb"] = round(lora.adapter_bytes(final) / 2**20, 2)
         show_done(summary, self.folder.path)
         return summary

@@ -17,6 +17,7 @@ from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.policies.client import PolicyClient
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.tokens.templates.renderer import renderer_for
 from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from aworld_train.rollout.policies.local import LocalPolicy
 
 logger = logging.getLogger(__name__)
+
+# what samples a run's episodes: one policy for every agent, or a router with a policy per agent
+Served = PolicyClient | PolicyRouter
 
 
 class EpisodeRunner:
@@ -37,19 +41,29 @@ class EpisodeRunner:
         self.renderer = renderer_for(tokenizer, settings)
         self.stop_token_ids = stop_token_ids(tokenizer)
         self._batches: RolloutRuntime | None = None  # holds the worker processes of rollout.workers > 1
+        self._served: Served | None = None  # what `_batches` serves
 
-    def runtime(self, policy: PolicyClient) -> RolloutRuntime:
+    def runtime(self, policy: Served) -> RolloutRuntime:
+        """What the episodes share; a router's policies serve its agents' calls (a policy per agent)."""
+        if isinstance(policy, PolicyRouter):
+            return RolloutRuntime(
+                policy.default,
+                self.renderer,
+                self.stop_token_ids,
+                self.settings,
+                agent_policies=dict(policy.by_agent),
+            )
         return RolloutRuntime(policy, self.renderer, self.stop_token_ids, self.settings)
 
     async def run(
-        self, policy: PolicyClient, task: Task, episode_id: str | None = None, seed: int | None = None
+        self, policy: Served, task: Task, episode_id: str | None = None, seed: int | None = None
     ) -> Trajectory:
         """One episode of `task`, scored."""
         return await Episode(self.agent, task, self.runtime(policy), self.reward, episode_id, seed).run()
 
     async def run_batch(
         self,
-        policy: PolicyClient,
+        policy: Served,
         tasks: list[Task],
         samples_per_task: int = 1,
         on_done: Callable[[Trajectory], None] | None = None,
@@ -58,9 +72,9 @@ class EpisodeRunner:
         limit: asyncio.Semaphore | None = None,
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
-        if self._batches is None or self._batches.policy is not policy:
+        if self._batches is None or self._served is not policy:
             self.close()
-            self._batches = self.runtime(policy)
+            self._batches, self._served = self.runtime(policy), policy
         return await run_episodes(
             self.agent,
             tasks,

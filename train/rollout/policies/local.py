@@ -11,6 +11,10 @@ exactly (the ledger's invariant), and episodes share their system prompt and
 tool list, so a new prompt is mostly found there and only its new tokens are
 prefilled. Whoever changes the weights holds `lock`; releasing it empties the cache.
 
+Adapters: a model holding several peft adapters (a policy per agent, `policies:`) samples each
+request with the adapter it names: a batch is one adapter's requests, and each adapter keeps its
+own prefix cache (the same ids have other keys and values under another adapter).
+
 Versions: every sampled token is stamped with `version`, the count of weight changes
 (read under the same lock the changes hold, so a batch never reports weights it did not
 use). A learner that changes the weights in place holds `weights_update` (the lock,
@@ -30,6 +34,7 @@ from transformers import DynamicCache
 
 from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams
 from aworld_train.rollout.policies.grammar import Grammars, RowGrammar, mean_log_mass
+from aworld_train.rollout.policies.logit_filters import filter_logits
 from aworld_train.rollout.policies.model_traits import (
     contiguous_output_layer_input,
     kv_bytes_per_token,
@@ -51,19 +56,7 @@ class _Request:
     prompt_ids: list[int]
     sampling: SamplingParams
     future: asyncio.Future
-
-
-def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    if top_k > 0 and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cumulative - sorted_logits.softmax(-1) > top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    return logits
+    adapter: str | None = None
 
 
 class LocalPolicy:
@@ -82,8 +75,10 @@ class LocalPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
         self.max_batch_size = max_batch_size
         budget = int(prefix_cache_mb * 2**20) // kv_bytes_per_token(model)
-        reuse = budget > 0 and supports_prefix_reuse(model)
-        self.prefix_cache: PrefixCache | None = PrefixCache(budget) if reuse else None
+        self._cache_budget = budget if budget > 0 and supports_prefix_reuse(model) else 0
+        # the prefix cache of the adapter sampling now (None: no reuse); one per adapter
+        self._caches: dict[str | None, PrefixCache] = {}
+        self.prefix_cache: PrefixCache | None = self._cache_of(None)
         self.version = 0  # stamped on every sampled token; read and changed under `lock`
         self.lock = WeightsLock(self.clear_prefix_cache)
         self.weights_update = WeightsLock(self.clear_prefix_cache, self.lock.mutex, self._next_version)
@@ -108,9 +103,12 @@ class LocalPolicy:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+    ) -> Generation:
+        """Sample a reply to `prompt_ids` (with the model's peft adapter `adapter`, where it has several)."""
         loop = asyncio.get_running_loop()
-        request = _Request(list(prompt_ids), sampling, loop.create_future())
+        request = _Request(list(prompt_ids), sampling, loop.create_future(), adapter)
         self._queue.append(request)
         # a batching task of a loop that has ended (an earlier batch's, a closed rollout thread's) serves no one
         if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
@@ -120,8 +118,8 @@ class LocalPolicy:
     async def _drain(self) -> None:
         while self._queue:
             await asyncio.sleep(0.01)  # let episodes that are about to ask join this batch
-            key = _sampling_key(self._queue[0].sampling)
-            batch = [r for r in self._queue if _sampling_key(r.sampling) == key][: self.max_batch_size]
+            key = _batch_key(self._queue[0])
+            batch = [r for r in self._queue if _batch_key(r) == key][: self.max_batch_size]
             for r in batch:
                 self._queue.remove(r)
             try:
@@ -132,6 +130,7 @@ class LocalPolicy:
                     [r.sampling.max_new_tokens for r in batch],
                     [r.sampling.seed for r in batch],
                     [r.sampling.grammar for r in batch],
+                    batch[0].adapter,
                 )
             except Exception as exc:
                 for r in batch:
@@ -150,14 +149,17 @@ class LocalPolicy:
         max_new: list[int] | None = None,
         seeds: list[int | None] | None = None,
         grammars: list[GrammarKey | None] | None = None,
+        adapter: str | None = None,
     ) -> list[Generation]:
         """Sample every prompt; `seeds` gives each row its own seed (default: `sampling.seed` for all),
-        `grammars` each row's grammar (default: `sampling.grammar` for all)."""
+        `grammars` each row's grammar (default: `sampling.grammar` for all), `adapter` the peft
+        adapter they are sampled with (None: the model as it is)."""
         n = len(prompts)
         keys = grammars or [sampling.grammar] * n
         rows = [None if key is None else self.grammars.row(key) for key in keys]
         with self.lock.mutex:
             try:
+                self._use_adapter(adapter)
                 return self._generate(
                     prompts,
                     sampling,
@@ -187,8 +189,19 @@ class LocalPolicy:
         return loaded
 
     def clear_prefix_cache(self) -> None:
-        if self.prefix_cache is not None:
-            self.prefix_cache.clear()
+        for cache in self._caches.values():
+            cache.clear()
+
+    def _cache_of(self, adapter: str | None) -> PrefixCache | None:
+        if not self._cache_budget:
+            return None
+        return self._caches.setdefault(adapter, PrefixCache(self._cache_budget))
+
+    def _use_adapter(self, adapter: str | None) -> None:
+        """Sample with `adapter` (under the mutex: a learner switches adapters under it too)."""
+        if adapter is not None and self.model.active_adapter != adapter:
+            self.model.set_adapter(adapter)
+        self.prefix_cache = self._cache_of(adapter)
 
     def _generators(self, seeds: list[int | None], device) -> list[torch.Generator]:
         """One generator per row: a seeded row draws the same tokens whatever batch it shares."""
@@ -323,7 +336,7 @@ class LocalPolicy:
         if rows is not None:
             scaled = self.grammars.mask(scaled, rows)
         if sampling.temperature > 0:
-            probs = _filter_logits(scaled, sampling.top_k, sampling.top_p).softmax(-1)
+            probs = filter_logits(scaled, sampling.top_k, sampling.top_p).softmax(-1)
             chosen = torch.cat(
                 [torch.multinomial(probs[i], 1, generator=generators[i]) for i in range(len(probs))]
             )
@@ -369,6 +382,8 @@ def _grammar_meta(row: RowGrammar | None) -> dict[str, Any]:
     return {"constrained_tokens": len(row.allowed_mass), "mean_log_allowed_mass": mean_log_mass(row)}
 
 
-def _sampling_key(s: SamplingParams) -> tuple:
-    # the seed is per row (see _generators), so requests with different seeds share a batch
-    return (s.temperature, s.top_p, s.top_k)
+def _batch_key(request: _Request) -> tuple:
+    """Requests that may share a batch: one adapter, one sampling setting (the seed is per row, see
+    _generators, so requests with different seeds share a batch)."""
+    s = request.sampling
+    return (request.adapter, s.temperature, s.top_p, s.top_k)

@@ -1,0 +1,162 @@
+"""A policy per agent on the local backend (`policies:`): one base model in memory holding a peft
+adapter per policy, each agent's calls sampled with its policy's adapter, and a learner per trained
+policy (its own optimizer, learning rate and GRPO step over its own agents' samples).
+
+Why one model with N adapters rather than N models: the base (most of the memory) is held once,
+and the learner's KL reference is that base with the adapters off. Each adapter's weights are the
+only ones its learner steps, and peft's `set_adapter` makes them the only ones a forward uses, so
+a step of one policy leaves every other agent's logprobs exactly as they were.
+
+A checkpoint keeps each adapter in `policies/<name>/` (peft's own folders) and each learner's state.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aworld_train.engines.local.lora as lora
+from aworld_train.core.errors import ConfigError
+from aworld_train.engines.local.learner import GRPOLearner
+from aworld_train.engines.logprob_mismatch import MAX, MEAN, TOKENS, mismatch_metrics
+from aworld_train.inputs.policy_settings import policy_of_agents
+from aworld_train.rollout.policies.adapter_policy import AdapterPolicy
+from aworld_train.rollout.policies.router import PolicyRouter
+
+if TYPE_CHECKING:
+    from aworld_train.engines.local.samples import Sample
+    from aworld_train.inputs.config import LoraConfig, TrainConfig
+    from aworld_train.rollout.policies.local import LocalPolicy
+
+POLICIES_DIR = lora.POLICIES_DIR
+# summed over the policies in the step's metrics; the others are per policy only, or merged below
+_COUNTS = ("train_tokens", "samples", "samples_with_signal", "micro_batches")
+
+
+def adapter_settings(cfg: TrainConfig) -> dict[str, LoraConfig]:
+    """Each policy's adapter: its own `lora`, or algorithm.lora."""
+    settings = {name: policy.lora or cfg.algorithm.lora for name, policy in cfg.policies.items()}
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def attach_adapters(model, cfg: TrainConfig):
+    """`model` holding a fresh adapter per policy (the first one active)."""
+    settings = adapter_settings(cfg)
+    names = list(settings)
+    model = lora.attach(model, settings[names[0]], names[0], f"policies.{names[0]}.lora")
+    for name in names[1:]:
+        try:
+            model.add_adapter(name, lora.peft_settings(settings[name]), autocast_adapter_dtype=False)
+        except ValueError as exc:
+            raise ConfigError(
+                f"policies.{name}.lora: {exc}; name modules the model has, or write all-linear"
+            ) from exc
+    return model
+
+
+def load_adapters(model, checkpoint: Path, cfg: TrainConfig):
+    """`model` (the base) holding every policy's adapter as `checkpoint` saved it, trainable."""
+    from peft import PeftModel
+
+    names = list(adapter_settings(cfg))
+    folders = {name: adapter_folder(checkpoint, name) for name in names}
+    model = PeftModel.from_pretrained(
+        model, str(folders[names[0]]), adapter_name=names[0], is_trainable=True, autocast_adapter_dtype=False
+    )
+    for name in names[1:]:
+        model.load_adapter(
+            str(folders[name]), adapter_name=name, is_trainable=True, autocast_adapter_dtype=False
+        )
+    model.set_adapter(names[0])
+    return model
+
+
+def adapter_folder(checkpoint: Path, name: str) -> Path:
+    """Policy `name`'s adapter folder in `checkpoint`; ConfigError where it holds none."""
+    folder = Path(checkpoint) / POLICIES_DIR / name
+    if not (folder / "adapter_config.json").is_file():
+        raise ConfigError(
+            f"{checkpoint} holds no adapter of policy {name!r} ({POLICIES_DIR}/{name}/adapter_config.json): "
+            "the run trained other policies; resume it with the policies it saved, or start a new run folder"
+        )
+    return folder
+
+
+def save_adapters(model, folder: Path) -> None:
+    """Every policy's adapter into `folder/policies/<name>/` (peft writes each named adapter so)."""
+    model.save_pretrained(folder / POLICIES_DIR, selected_adapters=list(model.peft_config))
+
+
+def router(policy: LocalPolicy, cfg: TrainConfig) -> PolicyRouter:
+    """Each agent's calls to its policy's adapter of `policy`'s model."""
+    adapters = {name: AdapterPolicy(policy, name) for name in cfg.policies}
+    by_agent = {agent: adapters[name] for agent, name in policy_of_agents(cfg.policies).items()}
+    return PolicyRouter(next(iter(adapters.values())), by_agent)
+
+
+class TeamLearner:
+    """A GRPOLearner per trained policy, stepped in turn with its adapter active, all under one
+    weights update (one new version for the model, whichever adapters changed)."""
+
+    def __init__(self, model, cfg: TrainConfig, temperature: float, pad_id: int, lock) -> None:
+        self.model = model
+        self.lock = lock
+        self.policy_of = policy_of_agents(cfg.policies)
+        self.learners: dict[str, GRPOLearner] = {}
+        for name, policy in cfg.policies.items():
+            if policy.frozen:
+                continue
+            model.set_adapter(name)  # its weights alone require grad: the ones its optimizer holds
+            algo = cfg.algorithm.model_copy(update={"lr": policy.lr or cfg.algorithm.lr})
+            self.learners[name] = GRPOLearner(model, algo, temperature, pad_id)
+
+    def step(self, samples: list[Sample], version: int | None = None) -> dict[str, float]:
+        """Each trained policy's GRPO update over its own agents' samples; the step's metrics, per
+        policy (`policy/<name>/...`) and for the whole step."""
+        per_policy = {}
+        with self.lock:
+            for name, learner in self.learners.items():
+                self.model.set_adapter(name)
+                own = [s for s in samples if self.policy_of.get(s.agent) == name]
+                per_policy[name] = learner.step(own, version)
+        return merged_metrics(per_policy)
+
+    def drop_optimizer_state(self) -> None:
+        for learner in self.learners.values():
+            learner.drop_optimizer_state()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: learner.state_dict() for name, learner in self.learners.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        missing = sorted(set(self.learners) - set(state))
+        if missing:
+            raise ConfigError(
+                f"the checkpoint holds no learner state of policy(ies) {', '.join(missing)}: it was saved by "
+                "a run with other policies; resume with those, or start a new run folder"
+            )
+        for name, learner in self.learners.items():
+            learner.load_state_dict(state[name])
+
+
+def merged_metrics(per_policy: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The step's figures: each policy's under `policy/<name>/`, and for the step as a whole the
+    counts summed, the gradient norm of all adapters together, the losses weighted by samples and
+    the logprob mismatch over every measured token."""
+    out: dict[str, float] = {}
+    for name, metrics in per_policy.items():
+        out.update({f"policy/{name}/{key}": value for key, value in metrics.items()})
+    trained = {name: m for name, m in per_policy.items() if "skipped" not in m}
+    if not trained:
+        return {**out, "skipped": 1.0}
+    for key in _COUNTS:
+        out[key] = sum(m[key] for m in trained.values())
+    samples = out["samples"]
+    for key in ("loss", "pg_loss", "kl", "clip_frac"):
+        out[key] = sum(m[key] * m["samples"] for m in trained.values()) / samples
+    out["grad_norm"] = math.sqrt(sum(m["grad_norm"] ** 2 for m in trained.values()))
+    tokens = sum(m[TOKENS] for m in trained.values())
+    mean = sum(m[MEAN] * m[TOKENS] for m in trained.values()) / tokens if tokens else 0.0
+    out.update(mismatch_metrics(mean, max(m[MAX] for m in trained.values()), int(tokens)))
+    return out
