@@ -21,7 +21,7 @@ AGENTS_VENV ?= .venv-agents
 # vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo team-demo-policies lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -86,6 +86,10 @@ demo-vllm:
 
 team-demo:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml
+
+# the same team, a LoRA adapter per agent on the one base (policies:)
+team-demo-policies:
+	$(BIN)/aworld-train run examples/calculator_team/grpo_local_policies.yaml
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml

@@ -246,6 +246,26 @@ def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, 
     final = run_dir / "checkpoints" / "step_000002"
     for name in ("planner", "solver"):
         assert (final / "policies" / name / "adapter_model.safetensors").is_file()
+    # the viewer's episode: a lane per agent, each naming (and coloured by) its policy
+    from aworld_train.viewer.store import Run
+    from aworld_train.viewer.tokenizer import RunTokenizer
+    from aworld_train.viewer.views import episode_view
+
+    run = Run(run_dir)
+    episode = next(row for row in run.index(run.episode_set("step_000001")) if len(row["agents"]) == 2)
+    view = episode_view(run, RunTokenizer(run), "step_000001", episode["episode_id"])
+    assert {(lane["agent"], lane["policy"], lane["policy_index"]) for lane in view["lanes"]} == {
+        ("planner", "planner", 0),
+        ("calculator_agent", "solver", 1),
+    }
+    # eval of the team run: the base with each policy's saved adapter, each agent's calls to its own
+    suite = team_trainer(**config, eval={"checkpoints": [str(run_dir)], "seeds": [0]}).evaluate_suite(
+        out_dir=tmp_path / "eval"
+    )
+    (checkpoint,) = suite.results
+    assert checkpoint.model == str(run_dir / "checkpoints" / "step_000002")
+    agents = {seg.agent for t in checkpoint.reports[0].trajectories for seg in t.segments}
+    assert agents == {"planner", "calculator_agent"}
     # export: a merged model per policy
     from aworld_train.engines.local.lora import export
 
@@ -255,3 +275,17 @@ def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, 
     other = {**config, "policies": {"all": {"agents": ["planner", "calculator_agent"], "lora": {"rank": 4}}}}
     with pytest.raises(ConfigError, match="holds no adapter of policy 'all'"):
         team_trainer(**other).train(resume=True)
+
+
+def test_the_policies_example_is_accepted_as_written(monkeypatch):
+    """examples/calculator_team/grpo_local_policies.yaml (make team-demo-policies) passes every check."""
+    from pathlib import Path
+
+    from aworld_train import AgentTrainer
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    trainer = AgentTrainer(config="examples/calculator_team/grpo_local_policies.yaml")
+    assert {name: p.agents for name, p in trainer.config.policies.items()} == {
+        "planner": ["planner"],
+        "solver": ["calculator_agent"],
+    }

@@ -5,32 +5,59 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
 from aworld_train.core.errors import ModelError
+from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters
 from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 def resolve_checkpoint(ref: str) -> str:
-    """A model reference the loaders take: `embedded:<name>`, a model folder, or a run
-    folder's latest checkpoint (`checkpoints/step_N` holding a model)."""
+    """A model reference the loaders take: `embedded:<name>`, a model folder, a checkpoint of a
+    run with a policy per agent (`policies/<name>/` adapters), or a run folder's latest checkpoint
+    (`checkpoints/step_N` holding either)."""
     if ref.startswith(EMBEDDED_PREFIX):
         return ref
     path = Path(ref).expanduser()
-    if (path / "config.json").is_file():
+    if _holds_policy(path):
         return str(path)
     steps = []
     if (path / "checkpoints").is_dir():
         for child in (path / "checkpoints").iterdir():
             match = _STEP_DIR.match(child.name)
-            if match and (child / "config.json").is_file():
+            if match and _holds_policy(child):
                 steps.append((int(match.group(1)), child))
     if steps:
         return str(max(steps)[1])
     raise ModelError(
-        f"checkpoint {ref!r} is not embedded:<name>, a model folder with config.json, or a run folder "
-        "with checkpoints/step_N model folders; pass one of those to --checkpoints"
+        f"checkpoint {ref!r} is not embedded:<name>, a model folder with config.json, a checkpoint with "
+        "policies/<name>/ adapters, or a run folder with checkpoints/step_N of those; pass one of them to "
+        "--checkpoints"
     )
+
+
+def _holds_policy(path: Path) -> bool:
+    return (path / "config.json").is_file() or bool(saved_policy_adapters(path))
+
+
+def team_checkpoint(checkpoint: str) -> tuple[str, dict[str, str], dict[str, Path]] | None:
+    """A checkpoint of a run with a policy per agent: its base model and each agent's policy (from
+    its run folder's config.yaml), and each policy's adapter folder; None for any other."""
+    adapters = saved_policy_adapters(Path(checkpoint))
+    config = Path(checkpoint).resolve().parents[1] / "config.yaml"
+    if not adapters:
+        return None
+    if not config.is_file():
+        raise ModelError(
+            f"{checkpoint} holds an adapter per policy but no run config.yaml beside it names the base"
+        )
+    run = yaml.safe_load(config.read_text()) or {}
+    owner = {
+        a: name for name, policy in (run.get("policies") or {}).items() for a in policy.get("agents") or []
+    }
+    return str(run["model"]), owner, adapters
 
 
 def checkpoint_label(ref: str, resolved: str) -> str:
@@ -44,7 +71,7 @@ def checkpoint_label(ref: str, resolved: str) -> str:
 
 
 def loadable(ref: str) -> bool:
-    return ref.startswith(EMBEDDED_PREFIX) or (Path(ref).expanduser() / "config.json").is_file()
+    return ref.startswith(EMBEDDED_PREFIX) or _holds_policy(Path(ref).expanduser())
 
 
 def checkpoint_labels(refs: list[str], resolved: list[str]) -> list[str]:

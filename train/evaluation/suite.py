@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.aworld.specs import Spec
-from aworld_train.evaluation.checkpoints import checkpoint_labels, loadable, resolve_checkpoint
+from aworld_train.evaluation.checkpoints import (
+    checkpoint_labels,
+    loadable,
+    resolve_checkpoint,
+    team_checkpoint,
+)
 from aworld_train.evaluation.report import EvalReport, evaluate
 from aworld_train.inputs.config import TrainConfig
 from aworld_train.inputs.reward import RewardFunction
@@ -182,8 +187,9 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     from aworld_train.core.protocol import resolve_env_refs
     from aworld_train.rollout.episodes.runner import EpisodeRunner, local_runner
     from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
+    from aworld_train.rollout.policies.adapter_policy import adapter_router, load_policy_adapters
     from aworld_train.rollout.policies.completions import CompletionsPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.policies.models import load_model, load_tokenizer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     ev = config.eval
@@ -191,8 +197,15 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     if ev.temperature is not None:
         rollout = rollout.model_copy(update={"temperature": ev.temperature})
     if ev.policy_url is None:
-        runner, policy = local_runner(spec, model_ref, rollout, reward)
-        return runner, policy, None
+        team = team_checkpoint(model_ref)
+        if team is None:
+            runner, policy = local_runner(spec, model_ref, rollout, reward)
+            return runner, policy, None
+        # a policy per agent: the base with every policy's adapter, each agent's calls to its own
+        base, owner, adapters = team
+        model = load_policy_adapters(load_model(base), adapters)
+        runner, policy = local_runner(spec, base, rollout, reward, model=model)
+        return runner, adapter_router(policy, owner), None
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
     tokenizer_ref = model_ref if loadable(model_ref) else config.model
     tokenizer = load_tokenizer(tokenizer_ref)

@@ -235,8 +235,12 @@ def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) 
                 }
             )
     calls = traj.get("tool_calls") or []
+    policies = list(run.config().get("policies") or {})  # a policy per agent: the lanes coloured by it
+    owner = {a: n for n, p in (run.config().get("policies") or {}).items() for a in p.get("agents") or []}
     for lane in lanes.values():
         lane["tool_calls"] = [c for c in calls if c.get("agent", "") == lane["agent"]]
+        lane["policy"] = owner.get(lane["agent"])
+        lane["policy_index"] = policies.index(lane["policy"]) if lane["policy"] in policies else None
     return {
         "set": name,
         "episode_id": episode_id,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from aworld_train.core.errors import ConfigError, ModelError
 from aworld_train.inputs.config import LoraConfig
+from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters
 
 ADAPTER_DIR = "adapter"
-POLICIES_DIR = "policies"  # a run with a policy per agent: policies/<name>/, an adapter each (team.py)
 
 
 def peft_settings(lora: LoraConfig):
@@ -150,7 +150,7 @@ def run_base_model(checkpoint: Path) -> str:
         model = (yaml.safe_load(config.read_text()) or {}).get("model")
         if model:
             return str(model)
-    adapter = next(iter(policy_adapters(checkpoint).values()), None) or adapter_folder(checkpoint)
+    adapter = next(iter(saved_policy_adapters(checkpoint).values()), None) or adapter_folder(checkpoint)
     adapter = adapter / "adapter_config.json"
     base = json.loads(adapter.read_text()).get("base_model_name_or_path")
     if base:
@@ -163,13 +163,6 @@ def trainable_line(model) -> str:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return f"{trainable:,} of {total:,} weights train ({trainable / max(total, 1):.2%})"
-
-
-def policy_adapters(checkpoint: Path) -> dict[str, Path]:
-    """A checkpoint's adapter folder per policy (a run with `policies:`); empty for any other."""
-    folder = Path(checkpoint) / POLICIES_DIR
-    found = sorted(f.parent for f in folder.glob("*/adapter_config.json")) if folder.is_dir() else []
-    return {f.name: f for f in found}
 
 
 def export(checkpoint: Path, out: Path, base: str | None = None) -> Path:
@@ -185,7 +178,7 @@ def export(checkpoint: Path, out: Path, base: str | None = None) -> Path:
         if latest is None:
             raise ConfigError(f"{checkpoint}: the run folder has no complete checkpoint to export")
         checkpoint = latest[1]
-    policies = policy_adapters(checkpoint)
+    policies = saved_policy_adapters(checkpoint)
     if not policies:
         adapter_folder(checkpoint)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

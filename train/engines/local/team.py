@@ -21,7 +21,7 @@ from aworld_train.core.errors import ConfigError
 from aworld_train.engines.local.learner import GRPOLearner
 from aworld_train.engines.logprob_mismatch import MAX, MEAN, TOKENS, mismatch_metrics
 from aworld_train.inputs.policy_settings import policy_of_agents
-from aworld_train.rollout.policies.adapter_policy import AdapterPolicy
+from aworld_train.rollout.policies.adapter_policy import POLICIES_DIR, adapter_router, load_policy_adapters
 from aworld_train.rollout.policies.router import PolicyRouter
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from aworld_train.inputs.config import LoraConfig, TrainConfig
     from aworld_train.rollout.policies.local import LocalPolicy
 
-POLICIES_DIR = lora.POLICIES_DIR
 # summed over the policies in the step's metrics; the others are per policy only, or merged below
 _COUNTS = ("train_tokens", "samples", "samples_with_signal", "micro_batches")
 
@@ -57,19 +56,8 @@ def attach_adapters(model, cfg: TrainConfig):
 
 def load_adapters(model, checkpoint: Path, cfg: TrainConfig):
     """`model` (the base) holding every policy's adapter as `checkpoint` saved it, trainable."""
-    from peft import PeftModel
-
-    names = list(adapter_settings(cfg))
-    folders = {name: adapter_folder(checkpoint, name) for name in names}
-    model = PeftModel.from_pretrained(
-        model, str(folders[names[0]]), adapter_name=names[0], is_trainable=True, autocast_adapter_dtype=False
-    )
-    for name in names[1:]:
-        model.load_adapter(
-            str(folders[name]), adapter_name=name, is_trainable=True, autocast_adapter_dtype=False
-        )
-    model.set_adapter(names[0])
-    return model
+    folders = {name: adapter_folder(checkpoint, name) for name in adapter_settings(cfg)}
+    return load_policy_adapters(model, folders, trainable=True)
 
 
 def adapter_folder(checkpoint: Path, name: str) -> Path:
@@ -90,9 +78,7 @@ def save_adapters(model, folder: Path) -> None:
 
 def router(policy: LocalPolicy, cfg: TrainConfig) -> PolicyRouter:
     """Each agent's calls to its policy's adapter of `policy`'s model."""
-    adapters = {name: AdapterPolicy(policy, name) for name in cfg.policies}
-    by_agent = {agent: adapters[name] for agent, name in policy_of_agents(cfg.policies).items()}
-    return PolicyRouter(next(iter(adapters.values())), by_agent)
+    return adapter_router(policy, policy_of_agents(cfg.policies))
 
 
 class TeamLearner:

@@ -5,9 +5,11 @@ policy's adapter (`PolicyRouter` routes the calls, `LocalPolicy` switches the ad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams
+from aworld_train.rollout.policies.router import PolicyRouter
 
 if TYPE_CHECKING:
     from aworld_train.rollout.policies.local import LocalPolicy
@@ -28,3 +30,42 @@ class AdapterPolicy:
     def version(self) -> int:
         """The weights' version: one count for the model, whichever adapter a step changed."""
         return self.base.version
+
+
+# a checkpoint of a run with a policy per agent keeps each policy's peft adapter in policies/<name>/
+POLICIES_DIR = "policies"
+
+
+def saved_policy_adapters(checkpoint: Path) -> dict[str, Path]:
+    """A checkpoint's adapter folder per policy (a run with `policies:`); empty for any other."""
+    folder = Path(checkpoint) / POLICIES_DIR
+    found = sorted(f.parent for f in folder.glob("*/adapter_config.json")) if folder.is_dir() else []
+    return {f.name: f for f in found}
+
+
+def load_policy_adapters(model, folders: dict[str, Path], trainable: bool = False):
+    """`model` (the base) holding each policy's adapter saved in `folders`, the first one active."""
+    from peft import PeftModel
+
+    names = list(folders)
+    model = PeftModel.from_pretrained(
+        model,
+        str(folders[names[0]]),
+        adapter_name=names[0],
+        is_trainable=trainable,
+        autocast_adapter_dtype=False,
+    )
+    for name in names[1:]:
+        model.load_adapter(
+            str(folders[name]), adapter_name=name, is_trainable=trainable, autocast_adapter_dtype=False
+        )
+    model.set_adapter(names[0])
+    return model
+
+
+def adapter_router(policy: LocalPolicy, owner: dict[str, str]) -> PolicyRouter:
+    """Each agent's calls (`owner`: agent -> policy name) to its policy's adapter of `policy`'s model."""
+    adapters = {name: AdapterPolicy(policy, name) for name in dict.fromkeys(owner.values())}
+    return PolicyRouter(
+        next(iter(adapters.values())), {agent: adapters[name] for agent, name in owner.items()}
+    )

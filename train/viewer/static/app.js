@@ -323,8 +323,8 @@ function episodeHeader(e) {
 function lanesBlock(e, mode) {
   if (!e.tokens.available) return greyed(e.tokens.reason, "tokens-greyed") + "<h3>Conversation (text)</h3>" + messagesBlock(e.messages) + "<h3>Tool calls</h3>" + toolCallsTable(e.tool_calls);
   const tokenizerNote = e.tokenizer.ok ? "" : greyed(`token ids shown without text: ${e.tokenizer.reason}`);
-  return tokenizerNote + `<div class="lanes" style="grid-template-columns:repeat(${e.lanes.length}, minmax(0, 1fr))">${e.lanes.map((lane) => `<div class="lane" data-agent="${esc(lane.agent)}">
-      <h3>${e.lanes.length > 1 ? "agent " : ""}${esc(lane.agent || "agent")}</h3>
+  return tokenizerNote + `<div class="lanes" style="grid-template-columns:repeat(${e.lanes.length}, minmax(0, 1fr))">${e.lanes.map((lane) => `<div class="lane${lane.policy_index === null || lane.policy_index === undefined ? "" : ` policy-${lane.policy_index % 4}`}" data-agent="${esc(lane.agent)}"${lane.policy ? ` data-policy="${esc(lane.policy)}"` : ""}>
+      <h3>${e.lanes.length > 1 ? "agent " : ""}${esc(lane.agent || "agent")}${lane.policy ? ` <span class="policy-name">· policy ${esc(lane.policy)}</span>` : ""}</h3>
       ${lane.segments.map((seg) => `<div class="segment" data-segment="${seg.index}">
         <div class="segment-head">segment ${seg.index + 1} · <span class="n-tokens">${seg.tokens.length}</span> tokens · prompt ${seg.prompt_tokens} · <span class="n-sampled">${seg.sampled}</span> sampled · advantage ${seg.advantage === null ? "–" : num(seg.advantage)}${seg.has_trainer ? "" : ' · <span class="muted">no trainer logprobs</span>'}</div>
         <div class="tokens">${tokenSpans(seg.tokens, seg.turn_starts, mode)}</div></div>`).join("")}
