@@ -22,13 +22,13 @@ TWO_ADAPTERS = {
 ROWS = [{"prompt": f"What is {i} + 1?", "ground_truth": i + 1} for i in (2, 7)]
 
 
-def team_trainer(**config):
+def team_trainer(reward: str = "aworld_train.rewards.calculator:exact_answer", **config):
     from aworld_train import AgentTrainer
 
     return AgentTrainer(
         agent=PIPELINE,
         config={"env": [{"name": "calculator"}], **config},
-        reward_func="aworld_train.rewards.calculator:exact_answer",
+        reward_func=reward,
         train_dataset=ROWS,
         test_dataset=ROWS,
     )
@@ -42,7 +42,16 @@ def team_trainer(**config):
             {"algorithm": {"lora": {}}},
             "agent 'planner' is listed by both 'a' and 'b'",
         ),
-        ({"a": {"agents": ["planner"]}}, {}, r"policies.a has no adapter.*give it lora"),
+        (
+            {"a": {"agents": ["planner"], "lora": {}}, "b": {"agents": ["calculator_agent"]}},
+            {},
+            r"'a' is an adapter on the shared base but 'b' is a full model",
+        ),
+        (
+            {"a": {"agents": ["planner"]}, "b": {"agents": ["calculator_agent"]}},
+            {"rollout": {"engine": "vllm"}},
+            "rollout.engine: vllm with a full model per policy",
+        ),
         (
             {"a": {"agents": ["planner"], "lora": {}, "frozen": True}},
             {},
@@ -50,7 +59,6 @@ def team_trainer(**config):
         ),
         (TWO_ADAPTERS, {"algorithm": {"max_staleness": 1}}, "algorithm.max_staleness=1 with policies"),
         (TWO_ADAPTERS, {"rollout": {"workers": 2}}, "rollout.workers=2 with policies"),
-        (TWO_ADAPTERS, {"rollout": {"engine": "vllm"}}, "rollout.engine: vllm with policies"),
         ({"a.b": {"agents": ["planner"], "lora": {}}}, {}, "'a.b' cannot name a policy"),
     ],
 )
@@ -161,52 +169,58 @@ def sample_of(agent: str, ids: list[int], start: int, advantage: float, logprobs
     return Sample(ids, start, [1] * n, logprobs.tolist(), advantage, agent=agent, versions=[0] * n)
 
 
-def test_a_policys_step_changes_only_its_own_agents_logprobs(team_model):
+def sampler_of(model, tokenizer):
+    from aworld_train.rollout.policies.local import LocalPolicy
+
+    return LocalPolicy(model, tokenizer, [tokenizer.eos_token_id])
+
+
+def test_a_policys_step_changes_only_its_own_agents_logprobs(team_model, tokenizer):
     """The planner's samples train the planner's adapter alone: the solver's logprobs on the same
     tokens are identical after the step, the planner's moved; a frozen policy has no learner."""
-    import contextlib
-
     from aworld_train.engines.local.team import TeamLearner
 
     model, cfg = team_model
+    sampler = sampler_of(model, tokenizer)
     ids, start = list(range(100, 140)), 20
     before = {name: logprobs_under(model, name, ids, start) for name in ("planner", "solver")}
-    learner = TeamLearner(model, cfg, 1.0, 0, contextlib.nullcontext())
+    learner = TeamLearner.of_adapters(model, cfg, 1.0, 0, sampler)
     samples = [
         sample_of("planner", ids, start, 1.0, before["planner"]),
         sample_of("planner", ids[:-5], start, -1.0, before["planner"][:-5]),
     ]
     metrics = learner.step(samples, version=0)
     assert metrics["policy/planner/samples"] == 2 and metrics["policy/solver/skipped"] == 1
-    assert metrics["samples"] == 2 and metrics["grad_norm"] > 0
+    assert metrics["samples"] == 2 and metrics["grad_norm"] > 0 and sampler.version == 1  # one update
     assert metrics["logprob_mismatch_max"] < 1e-4  # sampled and recomputed with the same adapter
     after = {name: logprobs_under(model, name, ids, start) for name in ("planner", "solver")}
     assert torch.equal(after["solver"], before["solver"])
     assert (after["planner"] - before["planner"]).abs().max() > 1e-4
     frozen = cfg.model_copy(deep=True)
     frozen.policies["solver"].frozen = True
-    assert list(TeamLearner(model, frozen, 1.0, 0, contextlib.nullcontext()).learners) == ["planner"]
+    assert list(TeamLearner.of_adapters(model, frozen, 1.0, 0, sampler).learners) == ["planner"]
 
 
-def test_every_adapter_and_learner_is_saved_and_loaded_exactly(team_model, tiny_model_dir, tmp_path):
-    import contextlib
-
+def test_every_adapter_and_learner_is_saved_and_loaded_exactly(
+    team_model, tiny_model_dir, tokenizer, tmp_path
+):
     from aworld_train.engines.local import team
     from aworld_train.rollout.policies.models import load_model
 
     model, cfg = team_model
-    learner = team.TeamLearner(model, cfg, 1.0, 0, contextlib.nullcontext())
+    learner = team.TeamLearner.of_adapters(model, cfg, 1.0, 0, sampler_of(model, tokenizer))
     ids = list(range(100, 130))
     learner.step([sample_of("calculator_agent", ids, 10, 1.0, logprobs_under(model, "solver", ids, 10))], 0)
-    team.save_adapters(model, tmp_path)
+    learner.save(tmp_path)
     assert {p.name for p in (tmp_path / "policies").iterdir() if p.is_dir()} == {"planner", "solver"}
     loaded = team.load_adapters(load_model(str(tiny_model_dir), dtype="float32"), tmp_path, cfg)
     saved = dict(model.named_parameters())
     for name, weight in loaded.named_parameters():
         if "lora_" in name:
             assert torch.equal(weight, saved[name]), name
-    restored = team.TeamLearner(loaded, cfg, 1.0, 0, contextlib.nullcontext())
+    restored = team.TeamLearner.of_adapters(loaded, cfg, 1.0, 0, sampler_of(loaded, tokenizer))
     restored.load_state_dict(learner.state_dict())
+    assert restored.samplers["solver"].version == 1
     state = restored.learners["solver"].optimizer.state_dict()["state"]
     assert state and all(torch.equal(s["exp_avg"], o["exp_avg"]) for s, o in zip(
         state.values(), learner.learners["solver"].optimizer.state_dict()["state"].values(), strict=True
@@ -289,3 +303,49 @@ def test_the_policies_example_is_accepted_as_written(monkeypatch):
         "planner": ["planner"],
         "solver": ["calculator_agent"],
     }
+
+
+def test_a_full_model_per_policy_trains_saves_resumes_and_evaluates(tiny_model_dir, tmp_path, monkeypatch):
+    """No adapter named: each policy is a copy of the model with its own sampler and optimizer. One
+    step, then a resume to the second; each policy's folder is a model, each trained policy's
+    weights moved and only its own; the run's eval loads each agent's model."""
+    from aworld_train.rollout.policies.models import load_model
+
+    monkeypatch.setenv("AWORLD_TRAIN_DTYPE", "float32")  # saved as loaded: an unchanged weight compares equal
+    run_dir = tmp_path / "run"
+    policies = {
+        "planner": {"agents": ["planner"]},
+        "solver": {"agents": ["calculator_agent"], "frozen": True},
+    }
+    config = {
+        "model": str(tiny_model_dir),
+        "policies": policies,
+        "algorithm": {"group_size": 2, "lr": 1e-3},
+        "rollout": {"max_new_tokens": 12, "max_assistant_turns": 3, "tool_block": "never", "train_on_malformed": True},
+        "data": {"batch_size": 2},
+        "trainer": {"steps": 1, "save_every": 1, "eval_every": 0, "eval_before": False, "eval_after": False,
+                    "run_dir": str(run_dir)},
+    }  # fmt: skip
+    # a reward that differs within every group, so that every step moves the trained weights
+    team_trainer("reward_fixtures:text_length", **config).train()
+    config["trainer"]["steps"] = 2
+    summary = team_trainer("reward_fixtures:text_length", **config).train(resume=True)
+    final = run_dir / "checkpoints" / "step_000002" / "policies"
+    assert summary["final_checkpoint"] and {p.parent.name for p in final.glob("*/config.json")} == {
+        "planner",
+        "solver",
+    }
+    state = torch.load(final.parent / "trainer_state.pt", weights_only=False)
+    assert state["learner"]["versions"] == {"planner": 2, "solver": 0}  # the frozen model never changed
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "policy/planner/samples" in row] == [1, 2]
+    initial = load_model(str(tiny_model_dir), dtype="float32").state_dict()
+    for name, moved in (("planner", True), ("solver", False)):
+        weights = load_model(str(final / name), dtype="float32").state_dict()
+        changed = max(float((weights[k] - initial[k]).abs().max()) for k in initial)
+        assert (changed > 0) == moved, name
+    suite = team_trainer(**config, eval={"checkpoints": [str(run_dir)], "seeds": [0]}).evaluate_suite(
+        out_dir=tmp_path / "eval"
+    )
+    agents = {seg.agent for t in suite.results[0].reports[0].trajectories for seg in t.segments}
+    assert agents == {"planner", "calculator_agent"}

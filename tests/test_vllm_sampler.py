@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "calculator" / "grpo_local.yaml"
 # the same task with AWorld's agent in a process of its own, its calls through the gateway
 GATEWAY_DEMO = ROOT / "examples" / "calculator_gateway" / "grpo_local.yaml"
+# the planner and the calculator agent, an adapter each (policies:)
+TEAM_POLICIES = ROOT / "examples" / "calculator_team" / "grpo_local_policies.yaml"
 
 if (missing := vllm_missing()) is not None:
     if os.environ.get("CI"):
@@ -37,12 +39,15 @@ if (missing := vllm_missing()) is not None:
 pytestmark = pytest.mark.model
 
 
-def sampled(run: Path, step: int) -> list[tuple[list[int], int, float, int]]:
-    """Step `step`'s sampled tokens: (the ids before it and it, its position, recorded logprob, version)."""
+def sampled(run: Path, step: int, agent: str | None = None) -> list[tuple[list[int], int, float, int]]:
+    """Step `step`'s sampled tokens (of `agent`'s segments, if named): (the ids before it and it, its
+    position, recorded logprob, version)."""
     out = []
     for part in sorted((run / "tokens" / f"step_{step:06d}").glob("part-*.parquet")):
         for row in pq.read_table(part).to_pylist():
             for seg in row["segments"]:
+                if agent is not None and seg["agent"] != agent:
+                    continue
                 ids = seg["prompt_ids"] + seg["response_ids"]
                 positions = [len(seg["prompt_ids"]) + k for k, m in enumerate(seg["response_mask"]) if m]
                 for at, lp, version in zip(positions, seg["sampled_logprobs"], seg["versions"], strict=True):
@@ -128,3 +133,28 @@ def test_vllm_samples_each_step_with_the_weights_the_last_update_pushed(kind, tm
     # step 2: sampled by the weights step 1 trained, which vLLM had been given; not by the old ones
     assert worst_gap(after, second, temperature) < 1e-3
     assert worst_gap(before, second, temperature) > 1e-3
+
+
+def test_vllm_serves_an_adapter_per_policy_side_by_side(tmp_path, float32):
+    """A team with a policy per agent sampled by vLLM: every policy's adapter is pushed after each
+    update and each agent's calls are sampled with its own (step 2's planner tokens have the
+    logprobs of the base plus the planner's adapter saved after step 1, not the solver's; and the
+    reverse)."""
+    from peft import PeftModel
+
+    run, config = train_two_steps(tmp_path, "algorithm.lr=1e-3", demo=TEAM_POLICIES)
+    temperature = config.rollout.temperature
+    base = load_model(config.model, dtype=torch.float32)
+    adapters = run / "checkpoints" / "step_000001" / "policies"
+    trained = {
+        name: PeftModel.from_pretrained(load_model(config.model, dtype=torch.float32), str(adapters / name))
+        for name in ("planner", "solver")
+    }
+    for agent, own, other in (("planner", "planner", "solver"), ("calculator_agent", "solver", "planner")):
+        first, second = sampled(run, 1, agent), sampled(run, 2, agent)
+        assert first and second, agent
+        assert {v for *_, v in first} == {0} and {v for *_, v in second} == {1}
+        # step 1: both adapters start as the base exactly
+        assert worst_gap(base, first, temperature) < 1e-3, agent
+        assert worst_gap(trained[own], second, temperature) < 1e-3, agent
+        assert worst_gap(trained[other], second, temperature) > 1e-3, agent

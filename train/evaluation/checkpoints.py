@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from aworld_train.core.errors import ModelError
-from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters
+from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters, saved_policy_models
 from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -39,13 +39,14 @@ def resolve_checkpoint(ref: str) -> str:
 
 
 def _holds_policy(path: Path) -> bool:
-    return (path / "config.json").is_file() or bool(saved_policy_adapters(path))
+    return (path / "config.json").is_file() or bool(saved_policy_adapters(path) or saved_policy_models(path))
 
 
 def team_checkpoint(checkpoint: str) -> tuple[str, dict[str, str], dict[str, Path]] | None:
     """A checkpoint of a run with a policy per agent: its base model and each agent's policy (from
-    its run folder's config.yaml), and each policy's adapter folder; None for any other."""
-    adapters = saved_policy_adapters(Path(checkpoint))
+    its run folder's config.yaml), and each policy's adapter folder (or model folder, a run with a
+    full model per policy); None for any other."""
+    adapters = saved_policy_adapters(Path(checkpoint)) or saved_policy_models(Path(checkpoint))
     config = Path(checkpoint).resolve().parents[1] / "config.yaml"
     if not adapters:
         return None

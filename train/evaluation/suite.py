@@ -190,6 +190,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     from aworld_train.rollout.policies.adapter_policy import adapter_router, load_policy_adapters
     from aworld_train.rollout.policies.completions import CompletionsPolicy
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     ev = config.eval
@@ -201,9 +202,15 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
         if team is None:
             runner, policy = local_runner(spec, model_ref, rollout, reward)
             return runner, policy, None
-        # a policy per agent: the base with every policy's adapter, each agent's calls to its own
-        base, owner, adapters = team
-        model = load_policy_adapters(load_model(base), adapters)
+        # a policy per agent: the base with every policy's adapter (or each policy's own model),
+        # each agent's calls to its own
+        base, owner, folders = team
+        if all((folder / "config.json").is_file() for folder in folders.values()):
+            models = {name: load_model(str(folder)) for name, folder in folders.items()}
+            runner, first = local_runner(spec, base, rollout, reward, model=next(iter(models.values())))
+            samplers = {name: first if m is first.model else first.sibling(m) for name, m in models.items()}
+            return runner, PolicyRouter(first, {agent: samplers[name] for agent, name in owner.items()}), None
+        model = load_policy_adapters(load_model(base), folders)
         runner, policy = local_runner(spec, base, rollout, reward, model=model)
         return runner, adapter_router(policy, owner), None
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)

@@ -8,8 +8,9 @@ each agent of a swarm served and trained by the policy that names it.
       solver: {agents: [calculator], lr: 5.0e-5}   # algorithm.lora's adapter, its own rate
 
 Unset, every agent shares the run's one policy (the config's `model`, `algorithm.lora`). Set, each
-policy is a LoRA adapter of its own on the one shared base model, trained on its own agents'
-tokens only, with its own GRPO groups and optimizer. Which agents a swarm has is checked against
+policy is a LoRA adapter of its own on the one shared base model (where the policies or
+`algorithm.lora` name one), or a full copy of the model of its own (where none does), trained on
+its own agents' tokens only, with its own GRPO groups and optimizer. Which agents a swarm has is checked against
 the agent itself (facade/trainer.py); what an engine can run, by the engine.
 """
 
@@ -54,7 +55,9 @@ class PolicyConfig(_Section):
     """policies.NAME: one policy of a team, the agents it serves and how it trains."""
 
     agents: list[str] = Field(min_length=1, description="the swarm's agents this policy samples for")
-    lora: LoraConfig | None = Field(None, description="its adapter (default: algorithm.lora)")
+    lora: LoraConfig | None = Field(
+        None, description="its adapter (default: algorithm.lora; neither: a full model of its own)"
+    )
     lr: float | None = Field(None, gt=0, description="its learning rate (default: algorithm.lr)")
     frozen: bool = Field(False, description="served, never trained (its agents' tokens carry no loss)")
 
@@ -88,11 +91,19 @@ def policy_problem(
                     "calls are served by one policy; list it under one of them"
                 )
             seen[agent] = name
-        if policy.lora is None and default_lora is None:
-            return (
-                f"policies.{name} has no adapter: a policy per agent is a LoRA adapter on the shared base "
-                f"(a full model per policy is not built); give it lora: {{rank: 16}}, or set algorithm.lora"
-            )
+    with_adapter = [name for name, policy in policies.items() if (policy.lora or default_lora) is not None]
+    if with_adapter and len(with_adapter) < len(policies):
+        bare = next(name for name in policies if name not in with_adapter)
+        return (
+            f"policies: {with_adapter[0]!r} is an adapter on the shared base but {bare!r} is a full model of its "
+            "own; a run's policies are all adapters or all full models: give every policy lora (or set "
+            "algorithm.lora), or none"
+        )
+    if not with_adapter and rollout.engine == "vllm":
+        return (
+            "rollout.engine: vllm with a full model per policy: one vLLM server holds one model (it serves a "
+            "policy's adapters side by side); give the policies lora, or remove rollout.engine"
+        )
     if all(policy.frozen for policy in policies.values()):
         return "policies: every policy is frozen, so nothing trains; leave frozen off one of them"
     for setting, value, fix in (
@@ -105,11 +116,6 @@ def policy_problem(
                 f"{setting}={value} with policies: a policy per agent samples and trains in this process, "
                 f"one step at a time; set {setting}: {fix}, or remove policies"
             )
-    if rollout.engine != "transformers":
-        return (
-            f"rollout.engine: {rollout.engine} with policies: a policy per agent is served by the "
-            "transformers sampler (its adapters switched per call); remove rollout.engine, or policies"
-        )
     return None
 
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import torch
 
 import aworld_train.engines.local.lora as lora
-import aworld_train.engines.local.team as team
 from aworld_train.core.atomic_files import complete_folder
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.resume import rng_state
@@ -40,13 +39,14 @@ def save_checkpoint(
     }
     try:
         with complete_folder(path, step=step) as tmp:
-            with parts.policy.lock:
-                if cfg.policies:
-                    team.save_adapters(parts.model, tmp)
-                elif cfg.algorithm.lora is None:
-                    parts.model.save_pretrained(tmp)
-                else:
-                    lora.save_adapter(parts.model, tmp)
+            if cfg.policies:
+                parts.learner.save(tmp)  # policies/<name>/, each under its sampler's lock
+            else:
+                with parts.policy.lock:
+                    if cfg.algorithm.lora is None:
+                        parts.model.save_pretrained(tmp)
+                    else:
+                        lora.save_adapter(parts.model, tmp)
             parts.tokenizer.save_pretrained(tmp)
             if final and cfg.algorithm.lora is not None and not cfg.policies:
                 dtype = parts.model.get_base_model().dtype  # in the dtype it trained in

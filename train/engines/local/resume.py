@@ -28,8 +28,11 @@ def checkpoint_to_resume(folder: RunFolder, cfg: TrainConfig) -> Path:
         raise ConfigError(no_checkpoint_to_resume(folder.path / "checkpoints") + skipped_note(folder))
     checkpoint, lora_settings = latest[1], cfg.algorithm.lora
     if cfg.policies:
-        for name in team.adapter_settings(cfg):
-            team.adapter_folder(checkpoint, name)
+        for name in cfg.policies:
+            if team.full_models(cfg):
+                team.policy_folder(checkpoint, name, team.MODEL)
+            else:
+                team.policy_folder(checkpoint, name)
         return checkpoint
     if (checkpoint / team.POLICIES_DIR).is_dir():
         raise ConfigError(

@@ -58,15 +58,23 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
     cfg = inputs.config
     lora_settings = cfg.algorithm.lora
     torch.manual_seed(cfg.trainer.seed)
-    tokenizer = load_tokenizer(str(checkpoint) if checkpoint else cfg.model)
+    # a checkpoint keeps the tokenizer beside its weights; one of adapters alone (policies/) keeps
+    # the run model's
+    saved_model = checkpoint is not None and (checkpoint / "config.json").is_file()
+    tokenizer = load_tokenizer(str(checkpoint) if saved_model else cfg.model)
     template = template_report(tokenizer, cfg.rollout)
     require_usable_template(template, cfg.model)  # before the model loads
     console.print(f"chat template: {template.line()}")
-    # a LoRA run resumes its adapter(s) on the base; a full-weight run resumes the saved weights
-    full_weights = lora_settings is None and not cfg.policies
-    model = load_model(str(checkpoint) if checkpoint and full_weights else cfg.model)
+    # a LoRA run resumes its adapter(s) on the base; a full-weight run resumes the saved weights (a
+    # full model per policy: the first policy's here, the others' with their samplers)
+    source = cfg.model
+    if checkpoint and team.full_models(cfg):
+        source = str(team.policy_folder(checkpoint, next(iter(cfg.policies)), team.MODEL))
+    elif checkpoint and lora_settings is None and not cfg.policies:
+        source = str(checkpoint)
+    model = load_model(source)
     reference = None
-    if cfg.policies:
+    if cfg.policies and not team.full_models(cfg):
         # an adapter per policy on the one base, the KL reference that base (adapters switched off)
         model = team.load_adapters(model, checkpoint, cfg) if checkpoint else team.attach_adapters(model, cfg)
         console.print(f"policies: {', '.join(cfg.policies)}, an adapter each; {lora.trainable_line(model)}")
@@ -83,11 +91,18 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
 
 def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
     """vLLM's server on the trainer's own weights (a resumed run's included), sampling for `runner`
-    (rollout.engine: vllm); a LoRA run's base is the run's model, its adapters pushed beside it."""
+    (rollout.engine: vllm); a LoRA run's base is the run's model, its adapter (a run with a policy
+    per agent: every policy's) pushed beside it."""
     from aworld_train.rollout.policies.models import resolve_model_path
     from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
     cfg = inputs.config
+    # a LoRA run's adapter rank (a run with a policy per agent: the largest of its adapters')
+    ranks = (
+        [lora_settings.rank for lora_settings in team.adapter_settings(cfg).values()] if cfg.policies else []
+    )
+    if cfg.algorithm.lora is not None and not ranks:
+        ranks = [cfg.algorithm.lora.rank]
     policy = VLLMPolicy.start(
         model,
         tokenizer,
@@ -97,7 +112,8 @@ def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
         max_model_len=cfg.rollout.max_total_tokens,
         seed=cfg.trainer.seed,
         kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
-        lora_rank=cfg.algorithm.lora.rank if cfg.algorithm.lora else None,
+        lora_rank=max(ranks) if ranks else None,
+        adapters=max(len(cfg.policies), 1),
     )
     server = policy.server
     console.print(
@@ -117,11 +133,15 @@ def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
             inputs.spec, cfg.model, cfg.rollout, inputs.reward, model=model, tokenizer=tokenizer
         )
     failures = FailureStreak(cfg.trainer.stop_after_failed_steps)
+    if team.full_models(cfg):
+        samplers = team.policy_samplers(cfg, policy, checkpoint)
+        learner = TeamLearner.of_models(samplers, cfg, cfg.rollout.temperature, reference)
+        router = team.model_router(samplers, cfg)
+        return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar(), router)
     if cfg.policies:
-        # one weights update (one new version) for every policy's step
-        team_learner = TeamLearner(model, cfg, cfg.rollout.temperature, policy.pad_id, policy.weights_update)
+        learner = TeamLearner.of_adapters(model, cfg, cfg.rollout.temperature, policy.pad_id, policy)
         router = team.router(policy, cfg)
-        return Parts(tokenizer, model, runner, policy, team_learner, failures, TrainedSoFar(), router)
+        return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar(), router)
     learner = GRPOLearner(
         model,
         cfg.algorithm,

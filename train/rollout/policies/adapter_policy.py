@@ -13,18 +13,24 @@ from aworld_train.rollout.policies.router import PolicyRouter
 
 if TYPE_CHECKING:
     from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
 
 @dataclass(frozen=True)
 class AdapterPolicy:
-    base: LocalPolicy
+    base: LocalPolicy | VLLMPolicy  # a sampler of a model holding an adapter per policy
     adapter: str  # the peft adapter's name: the policy's
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         return await self.base.generate(prompt_ids, sampling, adapter=self.adapter)
 
     def check_grammar(self, key: GrammarKey) -> None:
-        self.base.check_grammar(key)
+        check = getattr(self.base, "check_grammar", None)  # vLLM's server samples under none yet
+        if check is None:
+            raise ValueError(
+                "this policy's sampler (rollout.engine vllm) samples no grammar (response_format)"
+            )
+        check(key)
 
     @property
     def version(self) -> int:
@@ -38,8 +44,17 @@ POLICIES_DIR = "policies"
 
 def saved_policy_adapters(checkpoint: Path) -> dict[str, Path]:
     """A checkpoint's adapter folder per policy (a run with `policies:`); empty for any other."""
+    return _saved(checkpoint, "adapter_config.json")
+
+
+def saved_policy_models(checkpoint: Path) -> dict[str, Path]:
+    """A checkpoint's model folder per policy (a run with a full model per policy); empty for any other."""
+    return _saved(checkpoint, "config.json")
+
+
+def _saved(checkpoint: Path, marker: str) -> dict[str, Path]:
     folder = Path(checkpoint) / POLICIES_DIR
-    found = sorted(f.parent for f in folder.glob("*/adapter_config.json")) if folder.is_dir() else []
+    found = sorted(f.parent for f in folder.glob(f"*/{marker}")) if folder.is_dir() else []
     return {f.name: f for f in found}
 
 
@@ -63,7 +78,7 @@ def load_policy_adapters(model, folders: dict[str, Path], trainable: bool = Fals
     return model
 
 
-def adapter_router(policy: LocalPolicy, owner: dict[str, str]) -> PolicyRouter:
+def adapter_router(policy: LocalPolicy | VLLMPolicy, owner: dict[str, str]) -> PolicyRouter:
     """Each agent's calls (`owner`: agent -> policy name) to its policy's adapter of `policy`'s model."""
     adapters = {name: AdapterPolicy(policy, name) for name in dict.fromkeys(owner.values())}
     return PolicyRouter(

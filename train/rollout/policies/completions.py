@@ -59,9 +59,12 @@ class CompletionsPolicy:
         self._clients: dict[int, httpx.AsyncClient] = {}  # one per event loop (asyncio.run per eval)
         self.requests = 0
 
-    def body(self, prompt_ids: list[int], sampling: SamplingParams) -> dict[str, Any]:
+    def body(
+        self, prompt_ids: list[int], sampling: SamplingParams, model: str | None = None
+    ) -> dict[str, Any]:
+        """The completions request; `model`: the served name to sample with (default: this policy's)."""
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": model or self.model,
             "prompt": list(prompt_ids),
             "max_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
@@ -87,8 +90,10 @@ class CompletionsPolicy:
             client = self._clients[key] = httpx.AsyncClient(**self._client_args)
         return client
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        body = self.body(prompt_ids, sampling)
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, model: str | None = None
+    ) -> Generation:
+        body = self.body(prompt_ids, sampling, model)
         delay = 0.5
         for attempt in range(self.retries + 1):
             try:

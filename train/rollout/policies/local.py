@@ -74,6 +74,7 @@ class LocalPolicy:
         self.stop_token_ids = list(stop_token_ids)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
         self.max_batch_size = max_batch_size
+        self.prefix_cache_mb = prefix_cache_mb
         budget = int(prefix_cache_mb * 2**20) // kv_bytes_per_token(model)
         self._cache_budget = budget if budget > 0 and supports_prefix_reuse(model) else 0
         # the prefix cache of the adapter sampling now (None: no reuse); one per adapter
@@ -86,6 +87,12 @@ class LocalPolicy:
         self._worker: asyncio.Task | None = None
         self.batches: list[int] = []  # sizes of the batches run, for metrics
         self._grammars: Grammars | None = None
+
+    def sibling(self, model) -> LocalPolicy:
+        """A policy of `model` sampling as this one does (a team's full model per policy)."""
+        return LocalPolicy(
+            model, self.tokenizer, self.stop_token_ids, self.max_batch_size, self.prefix_cache_mb
+        )
 
     @property
     def grammars(self) -> Grammars:

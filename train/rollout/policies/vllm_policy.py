@@ -11,7 +11,8 @@ already sampling finish first, new ones wait, the trainer's weights are written 
 server reloads them (`reload_weights`), and the version every later token is stamped with moves
 on. No call is ever sampled by two weight versions. A LoRA run pushes its adapter alone, loaded
 beside the base the server holds (vLLM's own adapters, one `policy-vN` per version, the last one
-unloaded), never the merged weights.
+unloaded), never the merged weights. A run with a policy per agent pushes every policy's adapter
+(`<name>-vN`) and samples each call with the one its agent's policy names (`generate(adapter=)`).
 
 The same policy answers verl's `aworld_cpu` rollout on a CPU (engines/verl/cpu/rollout.py), whose
 trainer is another process: its weights, or its adapter, arrive as tensors (`load_weights`,
@@ -65,7 +66,13 @@ class VLLMPolicy(CompletionsPolicy):
         self._pushing = False  # a push waits for them, and new calls wait for it
         self._push_dir = weights_dir  # the server's model folder (vllm_weights.py), or the adapters'
         self.pushes: list[float] = []  # seconds each push took (write and reload)
-        if lora and hasattr(model, "peft_config"):
+        # a policy per agent: the model's named adapters, each served under its own name
+        self.policies = [name for name in getattr(model, "peft_config", {}) if name != "default"]
+        self.served: dict[str, str] = {}  # a policy's adapter as the server names it now
+        self._served_folder: Path | None = None  # where those adapters were written
+        if self.policies:
+            self._push_policies(0)
+        elif lora and hasattr(model, "peft_config"):
             # from the first call on, every token comes through the adapter, as the learner's do (an
             # adapter trained in another process arrives with its first update: `load_adapter`)
             self._push_adapter(0, model.save_pretrained)
@@ -84,6 +91,7 @@ class VLLMPolicy(CompletionsPolicy):
         kv_cache_gib: float,
         lora_rank: int | None = None,
         weights_parent: Path | None = None,
+        adapters: int = 1,
     ) -> VLLMPolicy:
         """vLLM's server on `model`'s weights (a LoRA run's: the base at `model_path`, the adapter
         pushed beside it), then the policy. The server's model folder goes under `weights_parent`,
@@ -103,32 +111,42 @@ class VLLMPolicy(CompletionsPolicy):
                 seed=seed,
                 kv_cache_gib=kv_cache_gib,
                 lora_rank=lora_rank,
+                adapters=adapters,
             )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return cls(server, model, tokenizer, stop_token_ids, folder, lora=lora_rank is not None)
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+    ) -> Generation:
+        """Sample as the server holds the weights now (with policy `adapter`'s adapter, where the
+        model has one per policy)."""
+        if adapter is not None and adapter not in self.policies:
+            raise ValueError(f"no adapter of policy {adapter!r} is served (policies: {self.policies})")
         while True:
             with self._guard:
                 if not self._pushing:
                     self._sampling += 1
                     version = self.version
+                    model = self.served[adapter] if adapter is not None else None
                     break
             await asyncio.sleep(_WAIT_S)
         try:
-            gen = await super().generate(prompt_ids, sampling)
+            gen = await super().generate(prompt_ids, sampling, model)
         finally:
             with self._guard:
                 self._sampling -= 1
         gen.versions = [version] * len(gen.token_ids)
         return gen
 
-    def body(self, prompt_ids: list[int], sampling: SamplingParams) -> dict[str, Any]:
+    def body(
+        self, prompt_ids: list[int], sampling: SamplingParams, model: str | None = None
+    ) -> dict[str, Any]:
         if sampling.grammar is not None:
             raise ValueError("rollout.engine vllm samples no grammar (response_format) yet")
-        return super().body(prompt_ids, sampling)
+        return super().body(prompt_ids, sampling, model)
 
     @property
     def weights_update(self) -> _PushAfter:
@@ -169,7 +187,9 @@ class VLLMPolicy(CompletionsPolicy):
     def push(self, version: int | None = None) -> None:
         """The trainer's weights (a LoRA policy's: its adapter) into the server, once no call is
         sampling: `version` from now on (default: the next)."""
-        if self.lora:
+        if self.policies:
+            self._push(version, self._push_policies)
+        elif self.lora:
             self._push(version, lambda following: self._push_adapter(following, self.trained.save_pretrained))
         else:
             self._push(version, self._push_weights)
@@ -211,6 +231,22 @@ class VLLMPolicy(CompletionsPolicy):
         if previous != SERVED_NAME:
             self.server.unload_adapter(previous)
             shutil.rmtree(self._push_dir / previous.removeprefix(f"{SERVED_NAME}-"), ignore_errors=True)
+
+    def _push_policies(self, version: int) -> None:
+        """Every policy's adapter, served as `<name>-v<version>` (which its agents' later calls name);
+        each one's previous version unloaded."""
+        folder = self._push_dir / f"v{version}"
+        with self.lock:
+            self.trained.save_pretrained(folder, selected_adapters=self.policies)  # folder/<name>/ each
+        previous, previous_folder = dict(self.served), self._served_folder
+        for name in self.policies:
+            self.server.load_adapter(f"{name}-v{version}", folder / name)
+            self.served[name] = f"{name}-v{version}"
+        self._served_folder = folder
+        for old in previous.values():
+            self.server.unload_adapter(old)
+        if previous_folder is not None and previous_folder != folder:
+            shutil.rmtree(previous_folder, ignore_errors=True)
 
     def close(self) -> None:
         self.server.stop()

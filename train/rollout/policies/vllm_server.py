@@ -80,6 +80,7 @@ class VLLMServer:
         kv_cache_gib: float = 2.0,
         lora_rank: int | None = None,
         start_timeout_s: float = 300.0,
+        adapters: int = 1,
     ) -> None:
         missing = vllm_missing()
         if missing:
@@ -108,7 +109,8 @@ class VLLMServer:
                     f"algorithm.lora.rank={lora_rank}: vLLM serves adapters of rank {LORA_RANKS[-1]} at most"
                 )
             max_rank = next(r for r in LORA_RANKS if r >= lora_rank)
-            command += ["--enable-lora", "--max-lora-rank", str(max_rank), "--max-loras", "2"]
+            # each adapter's next version loads before its last one unloads: two per adapter at once
+            command += ["--enable-lora", "--max-lora-rank", str(max_rank), "--max-loras", str(2 * adapters)]
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
