@@ -10,8 +10,8 @@ each agent of a swarm served and trained by the policy that names it.
 Unset, every agent shares the run's one policy (the config's `model`, `algorithm.lora`). Set, each
 policy is a LoRA adapter of its own on the one shared base model (where the policies or
 `algorithm.lora` name one), or a full copy of the model of its own (where none does), trained on
-its own agents' tokens only, with its own GRPO groups and optimizer. Which agents a swarm has is checked against
-the agent itself (facade/trainer.py); what an engine can run, by the engine.
+its own agents' tokens only, with its own GRPO groups and optimizer. Which agents a swarm has is
+checked against the agent itself (facade/trainer.py); what an engine can run, by the engine.
 """
 
 from __future__ import annotations
@@ -106,16 +106,16 @@ def policy_problem(
         )
     if all(policy.frozen for policy in policies.values()):
         return "policies: every policy is frozen, so nothing trains; leave frozen off one of them"
-    for setting, value, fix in (
-        ("algorithm.max_staleness", max_staleness, "0"),
-        ("rollout.workers", rollout.workers, "1 (raise rollout.concurrency instead)"),
-    ):
-        default = 1 if setting == "rollout.workers" else 0
-        if value != default:
-            return (
-                f"{setting}={value} with policies: a policy per agent samples and trains in this process, "
-                f"one step at a time; set {setting}: {fix}, or remove policies"
-            )
+    why = "a policy per agent samples and trains in this process, one step at a time"
+    if max_staleness:
+        return (
+            f"algorithm.max_staleness={max_staleness} with policies: {why}; set it to 0, or remove policies"
+        )
+    if rollout.workers > 1:
+        return (
+            f"rollout.workers={rollout.workers} with policies: {why}; set it to 1 (raise rollout.concurrency "
+            "instead), or remove policies"
+        )
     return None
 
 

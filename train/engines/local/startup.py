@@ -35,11 +35,11 @@ class Parts:
     learner: GRPOLearner | TeamLearner
     failures: FailureStreak
     trained: TrainedSoFar
-    router: PolicyRouter | None = None  # a policy per agent: each agent's calls to its adapter
+    router: PolicyRouter | None = None  # a policy per agent: each agent's calls to its policy
 
     @property
     def serving(self) -> LocalPolicy | VLLMPolicy | PolicyRouter:
-        """What samples the run's episodes: the policy, or the router over its adapters."""
+        """What samples the run's episodes: the policy, or the router over the team's policies."""
         return self.router or self.policy
 
     def close(self) -> None:
@@ -98,10 +98,8 @@ def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
 
     cfg = inputs.config
     # a LoRA run's adapter rank (a run with a policy per agent: the largest of its adapters')
-    ranks = (
-        [lora_settings.rank for lora_settings in team.adapter_settings(cfg).values()] if cfg.policies else []
-    )
-    if cfg.algorithm.lora is not None and not ranks:
+    ranks = [settings.rank for settings in team.adapter_settings(cfg).values()]
+    if cfg.algorithm.lora is not None and not cfg.policies:
         ranks = [cfg.algorithm.lora.rank]
     policy = VLLMPolicy.start(
         model,

@@ -3,10 +3,11 @@ adapter per policy (or, with no adapter named, a full model per policy, each wit
 each agent's calls sampled with its policy's, and a learner per trained policy (its own optimizer,
 learning rate and GRPO step over its own agents' samples).
 
-Why one model with N adapters rather than N models: the base (most of the memory) is held once,
-and the learner's KL reference is that base with the adapters off. Each adapter's weights are the
-only ones its learner steps, and peft's `set_adapter` makes them the only ones a forward uses, so
-a step of one policy leaves every other agent's logprobs exactly as they were.
+Adapters are the cheap kind: the base (most of the memory) is held once, and the learner's KL
+reference is that base with the adapters off. Each adapter's weights are the only ones its learner
+steps, and peft's `set_adapter` makes them the only ones a forward uses, so a step of one policy
+leaves every other agent's logprobs exactly as they were. A full model per policy costs a model,
+its optimizer state and a sampler each.
 
 A checkpoint keeps each adapter (or model) in `policies/<name>/` and each learner's state.
 """
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
     from aworld_train.inputs.config import LoraConfig, TrainConfig
     from aworld_train.rollout.policies.local import LocalPolicy
 
-# summed over the policies in the step's metrics; the others are per policy only, or merged below
 MODEL = "config.json"  # what a full model's policy folder holds
+# summed over the policies in the step's metrics; the others are per policy only, or merged below
 _COUNTS = ("train_tokens", "samples", "samples_with_signal", "micro_batches")
 
 
