@@ -21,7 +21,7 @@ AGENTS_VENV ?= .venv-agents
 # vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo team-demo-policies lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -83,6 +83,10 @@ demo:
 # the demo with vLLM sampling every rollout token (make setup-vllm first)
 demo-vllm:
 	AWORLD_TRAIN_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/aworld-train run examples/calculator/grpo_local.yaml rollout.engine=vllm
+
+# the demo with credit per turn (GiGPO: a step-level advantage over recurring states)
+demo-gigpo:
+	$(BIN)/aworld-train run examples/calculator/grpo_local_gigpo.yaml
 
 team-demo:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local.yaml

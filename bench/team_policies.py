@@ -14,44 +14,14 @@ run's (the same seed's, measured here).
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from runs import run_config
+
 SHARED = "examples/calculator_team/grpo_local.yaml"
 POLICIES = "examples/calculator_team/grpo_local_policies.yaml"
-
-
-def run_once(config: str, seed: int, steps: int, out: Path) -> dict:
-    run_dir = out / f"{Path(config).stem}-seed{seed}"
-    command = [
-        "/usr/bin/time", "-v", sys.executable, "-m", "aworld_train.facade.cli", "run", config,
-        f"trainer.seed={seed}", f"trainer.steps={steps}", f"trainer.run_dir={run_dir}", "trainer.save_every=0",
-    ]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(
-            f"{config} seed {seed} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-    peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
-    evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    evals = [row for row in evals if row.get("phase") == "eval"]
-    return {
-        "config": config,
-        "seed": seed,
-        "before": evals[0]["accuracy"],
-        "after": evals[-1]["accuracy"],
-        "wall_s": wall,
-        "peak_mb": peak_kb / 1024,
-    }
 
 
 def main() -> None:
@@ -67,7 +37,7 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         for config in args.configs:
-            row = run_once(config, seed, args.steps, out)
+            row = run_config(config, seed, args.steps, out)
             results.append(row)
             print(
                 f"{Path(config).stem:28s} seed {seed}: held-out {row['before']:.0%} -> {row['after']:.0%} | "

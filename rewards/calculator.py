@@ -30,3 +30,19 @@ def exact_answer(
         return {"score": 0.0, "parsed": predicted is not None}
     correct = predicted is not None and math.isclose(predicted, expected, rel_tol=1e-6, abs_tol=1e-9)
     return {"score": 1.0 if correct else 0.0, "parsed": predicted is not None}
+
+
+def answer_and_tool_errors(trajectory: Any, sample: dict, error_penalty: float = 0.2) -> dict:
+    """`exact_answer` on the final answer, and a per-turn reward: -error_penalty on each LLM call
+    whose tool call failed (the calculator refused its expression), 0 on the others."""
+    result = exact_answer(
+        sample.get("data_source", ""),
+        trajectory.final_answer,
+        sample.get("ground_truth"),
+        sample.get("extra_info"),
+    )
+    turns = [0.0] * sum(len(seg.turn_starts) for seg in trajectory.segments)
+    for call in trajectory.tool_calls:
+        if call.error and call.turn < len(turns):
+            turns[call.turn] -= error_penalty
+    return {**result, "turn_rewards": turns}

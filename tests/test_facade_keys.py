@@ -231,5 +231,22 @@ def test_each_engine_declares_what_it_can_do():
     capabilities = {name: get_engine(name).capabilities for name in ("local", "verl", "areal")}
     assert {name for name, c in capabilities.items() if c.sft} == {"local", "verl"}
     assert {name for name, c in capabilities.items() if c.vllm_sampler} == {"local", "verl", "areal"}
+    assert {name for name, c in capabilities.items() if c.turn_advantages} == {"local", "verl", "areal"}
     with pytest.raises(ConfigError, match="sft.backend: areal does not fine-tune; use local or verl"):
         get_engine("areal").sft(None, None, None)
+
+
+def test_an_engine_without_advantages_per_turn_refuses_them_naming_the_way_out():
+    from aworld_train.engines.protocol import Capabilities, refuse_what_it_cannot
+    from aworld_train.inputs.config import TrainConfig
+
+    class OneRewardPerRow:  # what refuse_what_it_cannot reads of an engine
+        name = "rows"
+        capabilities = Capabilities()
+
+    config = TrainConfig.model_validate({"algorithm": {"advantage": "discounted"}})
+    with pytest.raises(
+        ConfigError, match="algorithm.advantage: discounted: backend rows gives each row one reward"
+    ):
+        refuse_what_it_cannot(OneRewardPerRow(), config)  # type: ignore[arg-type]
+    refuse_what_it_cannot(OneRewardPerRow(), TrainConfig.model_validate({}))  # type: ignore[arg-type]

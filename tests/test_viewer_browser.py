@@ -134,6 +134,14 @@ def test_steps_groups_an_episode_token_by_token_and_its_drift(page, server, fold
         ".segment .tok.smp", "e => getComputedStyle(e).backgroundColor"
     )
     assert sampled_background != TRANSPARENT
+    # each LLM call's mark carries the turn's reward and advantage, as the token file holds them
+    assert page.locator(".segment .turn-mark").count() == len(segment["turn_starts"]) == 2
+    for k, (reward, advantage) in enumerate(
+        zip(segment["turn_rewards"], segment["turn_advantages"], strict=True)
+    ):
+        mark = f".segment .turn-mark[data-turn='{k}']"
+        assert abs(float(page.inner_text(f"{mark} .turn-reward").removeprefix("r ")) - reward) <= 0.005
+        assert abs(float(page.inner_text(f"{mark} .turn-advantage").removeprefix("A ")) - advantage) <= 0.0005
     call = json.loads(episode["trajectory"])["tool_calls"][0]
     latency = page.inner_text(f".tool-call[data-call='{call['id']}'] .latency")
     # whole milliseconds as the page rounds them (JavaScript rounds a half up, Python's format to even)

@@ -11,6 +11,7 @@ tiny model itself (its tokens' sampled and trainer logprobs then agree).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from backend_support import calculator_reply
@@ -84,8 +85,9 @@ def scripted_logprobs(n: int) -> list[float]:
     return [-0.05 * (1 + i % 7) for i in range(n)]
 
 
-def run_tiny(run_dir: Path, model_dir: Path) -> Path:
-    """Train 2 steps with an evaluation before and after; the run folder."""
+def run_tiny(run_dir: Path, model_dir: Path, changes: Callable[[dict], None] | None = None) -> Path:
+    """Train 2 steps with an evaluation before and after (or as `changes` edits the config); the
+    run folder."""
     import pytest
 
     from aworld_train import AgentTrainer
@@ -102,5 +104,8 @@ def run_tiny(run_dir: Path, model_dir: Path) -> Path:
         # float32 whatever the CPU: in bf16 the sampler's cached forward and the learner's whole
         # sequence differ in rounding by up to 0.14 on a token, which the tests would take for a misalignment
         patch.setenv("AWORLD_TRAIN_DTYPE", "float32")
-        AgentTrainer(config=config(run_dir, model_dir), train_dataset=ROWS, test_dataset=ROWS).train()
+        settings = config(run_dir, model_dir)
+        if changes is not None:
+            changes(settings)
+        AgentTrainer(config=settings, train_dataset=ROWS, test_dataset=ROWS).train()
     return run_dir

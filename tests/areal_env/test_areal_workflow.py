@@ -160,6 +160,47 @@ def test_a_task_runs_its_group_and_gets_group_normalised_rewards(areal_run, toke
     assert all(set(m[:n].tolist()) == {1} for m, n in zip(batch["attention_mask"], lengths, strict=True))
 
 
+def test_gigpo_gives_each_turn_a_row_with_its_own_advantage(
+    tmp_path, calculator_server, monkeypatch, tokenizer
+):
+    """`algorithm.advantage: gigpo`: a row per turn, its loss on that turn's sampled tokens only, its
+    reward the turn's advantage. Two samples answer at once (wrong), two call the tool and answer
+    right: returns 0, 0, 1, 1 (mean 1/2, std 1/sqrt(3)): episode level -+sqrt(3)/2; the question is
+    one state for all four (G_0 0, 0, 1, 1: the same -+sqrt(3)/2 again); the tool result "6" is one
+    state for the two that called (G_1 1, 1: no spread, 0)."""
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
+    run = trainer_for(tmp_path, {**config, "algorithm": {"advantage": "gigpo"}}).render()
+    workflow = workflow_like_areal(run)
+    replies = iter(["The answer is 9."] * 2 + [None] * 10)
+
+    def reply(prompt):
+        text = next(replies)
+        return text if text else calculator_reply(prompt)
+
+    engine = FakeEngine(tokenizer, reply)
+    batch = asyncio.run(workflow.arun_episode(engine, rows(run)[1]))  # "What is 2 * 3?"
+    check_layout(batch)
+    half = 3**0.5 / 2
+    assert sorted(batch["rewards"].tolist()) == pytest.approx(
+        sorted([-2 * half] * 2 + [2 * half, half] * 2), abs=1e-5
+    )
+    # each row's loss tokens are exactly one engine call's output, and the row ends where that call's
+    # turn ends: its ids are the ledger's, a prefix of the episode's whole row
+    outputs = {tuple(out) for out in engine.outputs}
+    for i in range(batch["input_ids"].shape[0]):
+        ids, mask = batch["input_ids"][i].tolist(), batch["loss_mask"][i].tolist()
+        sampled = tuple(t for t, m in zip(ids, mask, strict=True) if m)
+        assert sampled in outputs
+    # the answer turn's row (reward sqrt(3)/2) holds the tool call's turn before it, without loss
+    answers = [i for i, r in enumerate(batch["rewards"].tolist()) if r == pytest.approx(half, abs=1e-5)]
+    for i in answers:
+        ids, mask = batch["input_ids"][i].tolist(), batch["loss_mask"][i].tolist()
+        assert "<tool_call>" in tokenizer.decode(ids) and "<tool_call>" not in tokenizer.decode(
+            [t for t, m in zip(ids, mask, strict=True) if m]
+        )
+
+
 def test_a_failed_episode_is_outside_its_groups_baseline(areal_run, tokenizer):
     """One episode of the group loses its server: no row for it, and the others' rewards are the
     advantages of the group without it; every episode's raw reward and status reach AReaL's stats."""

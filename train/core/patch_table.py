@@ -288,6 +288,31 @@ ENGINE_PATCHES: tuple[Patch, ...] = (
         "our CPU adapter is added to the private _ROLLOUT_REGISTRY it reads (verl has no call for it)",
     ),
     Patch(
+        "verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_advantage",
+        "verl",
+        VERL_VERSION,
+        "2a4a2aa4a475b228d401959818e0b9019276ce27961c133961de217baa387da7",
+        WRAPS,
+        (
+            "aworld_train.engines.verl.advantages.patch_trainer",
+            "aworld_train.engines.verl.advantages._with_turns",
+        ),
+        "it reads only verl's own estimators' fields from TransferQueue and a registered estimator gets "
+        "no batch: the wrapper reads the rows' extra_fields (each turn's reward and state) for gigpo "
+        "and discounted; other estimators pass straight through",
+        ("verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_advantage",),
+    ),
+    Patch(
+        "verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories",
+        "verl",
+        VERL_VERSION,
+        "d973cc8aec79bc3d6c5482e3946d158639c27c209fb12b049b71c502d95b0a03",
+        RELIES_ON,
+        ("aworld_train.engines.verl.advantages._estimate",),
+        "it hands an estimator other than grpo the whole batch in the trainer's row order, which the "
+        "estimator's turn rows follow",
+    ),
+    Patch(
         "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils.execute_multi_turn_func_call",
         "bfcl-eval",
         BFCL_EVAL_VERSION,

@@ -30,6 +30,8 @@ class Capabilities:
     vllm_sampler: bool = False
     # `policies:`: each agent of a team sampled and trained by a LoRA adapter of its own
     policy_per_agent: bool = False
+    # algorithm.advantage gigpo / discounted: an advantage per turn, on that turn's tokens
+    turn_advantages: bool = False
 
 
 class Engine(Protocol):
@@ -77,4 +79,10 @@ def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
             f"policies: backend {engine.name} trains one policy (one actor, one optimizer) for every agent "
             "of a team; remove policies to share it (rollout.frozen_agents keeps an agent from training), "
             "or use backend: local, which trains an adapter per policy"
+        )
+    if config.algorithm.advantage != "grpo" and not engine.capabilities.turn_advantages:
+        raise ConfigError(
+            f"algorithm.advantage: {config.algorithm.advantage}: backend {engine.name} gives each row one "
+            "reward, so a turn cannot get an advantage of its own; use algorithm.advantage: grpo, or "
+            "backend: local or verl, which train an advantage per turn"
         )

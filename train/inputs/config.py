@@ -56,6 +56,18 @@ class AlgorithmConfig(_Section):
     clip_low: float = Field(0.2, ge=0)
     clip_high: float = Field(0.28, ge=0)
     norm_adv_by_std: bool = True
+    advantage: Literal["grpo", "gigpo", "discounted"] = Field(
+        "grpo",
+        description="grpo: the episode's return on every token; gigpo: plus a step-level advantage over "
+        "turns that acted on the same state across the group (arXiv 2505.10978); discounted: each "
+        "turn's discounted return-to-go against the group (docs/BACKENDS.md, Credit per turn)",
+    )
+    gamma: float = Field(
+        1.0, gt=0, le=1, description="discount per turn of the returns gigpo and discounted compare"
+    )
+    step_advantage_weight: float = Field(
+        1.0, ge=0, description="gigpo: the weight of the step-level advantage beside the episode's"
+    )
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
     warmup_steps: int = Field(0, ge=0)
     grad_clip: float = Field(1.0, gt=0)

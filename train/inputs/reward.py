@@ -137,7 +137,30 @@ class RewardFunction:
             )
         else:
             value = self.fn(trajectory, sample, **self.kwargs)
-        return self.normalise(value)
+        score, extras = self.normalise(value)
+        if "turn_rewards" in extras:
+            self._check_turn_rewards(extras["turn_rewards"], trajectory)
+        return score, extras
+
+    def _check_turn_rewards(self, given: Any, trajectory: Any) -> None:
+        """`turn_rewards`: finite numbers, at most one per LLM call of the agent they are for."""
+        agents = sorted({seg.agent for seg in getattr(trajectory, "segments", [])})
+        by_agent = given if isinstance(given, dict) else dict.fromkeys(agents, given)
+        if not isinstance(given, dict | list) or (isinstance(given, list) and len(agents) > 1):
+            raise RewardError(
+                f"reward function {self.reference} returned turn_rewards={given!r}; give a list of floats "
+                "(one per LLM call) for a lone agent, or {agent: [floats]} for a team"
+            )
+        for agent, rewards in by_agent.items():
+            turns = trajectory.turns_of(agent) if agent in agents else 0
+            bad = not isinstance(rewards, list) or not all(
+                isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r) for r in rewards
+            )
+            if bad or len(rewards) > turns:
+                raise RewardError(
+                    f"reward function {self.reference} returned turn_rewards for {agent or 'the agent'!r}: "
+                    f"{rewards!r}; the agent made {turns} LLM calls: give at most that many finite floats"
+                )
 
     def normalise(self, value: Any) -> tuple[float, dict[str, Any]]:
         extras: dict[str, Any] = {}

@@ -229,6 +229,8 @@ def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) 
                     "prompt_tokens": len(seg["prompt_ids"]),
                     "sampled": sum(seg["response_mask"]),
                     "turn_starts": seg["turn_starts"],
+                    "turn_rewards": seg.get("turn_rewards"),
+                    "turn_advantages": seg.get("turn_advantages"),
                     "has_trainer": seg.get("trainer_logprobs") is not None,
                     "has_versions": seg.get("versions") is not None,
                     "tokens": _lane_tokens(seg, tokenizer.pieces(ids)),

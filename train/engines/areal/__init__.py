@@ -13,7 +13,7 @@ class ArealEngine(Engine):
     name = "areal"
     # a GPU run's rollouts are sampled by the inference server AReaL drives; a CPU run's by ours, or
     # with rollout.engine: vllm by vLLM's server behind AReaL's vLLM routes
-    capabilities = Capabilities(vllm_sampler=True)
+    capabilities = Capabilities(vllm_sampler=True, turn_advantages=True)
 
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()  # an `areal:` section never brings its own data or reward

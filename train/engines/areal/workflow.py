@@ -21,7 +21,6 @@ import functools
 import json
 import uuid
 from collections import Counter
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,27 +34,19 @@ from areal.utils import stats_tracker
 from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.specs import load_agent_spec
+from aworld_train.engines.areal.rows import NOT_SAMPLED, AgentRow, areal_rows, turn_rows
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import STATUSES, Task, Trajectory
 from aworld_train.rollout.policies.client import Generation, SamplingParams
 from aworld_train.rollout.policies.models import load_tokenizer
-from aworld_train.rollout.samples.codec import (
-    TASK_FIELD,
-    SegmentSample,
-    agent_units,
-    episode_samples,
-    group_advantages,
-    task_from_json,
-)
+from aworld_train.rollout.samples.codec import TASK_FIELD, task_from_json
+from aworld_train.rollout.samples.credit import Credit, turn_advantages
 from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set, write_episodes
-from aworld_train.rollout.tokens.ledger import NO_VERSION
 
 # AReaL's stop reasons; a tool-call stop is a stop for the ledger.
 _FINISH = {"stop": "stop", "tool_calls": "stop", "length": "length", "abort": "abort"}
-# AReaL marks tokens the policy did not sample with version -1, as our ledger does.
-NOT_SAMPLED = NO_VERSION
 
 
 class ArealEnginePolicy:
@@ -99,83 +90,11 @@ def task_from_row(data: dict[str, Any]) -> Task:
     return task_from_json(data[TASK_FIELD])
 
 
-def token_versions(sample: SegmentSample) -> list[int]:
-    """The weight version of every token of the sample, as AReaL's own workflows lay them out
-    (areal/workflow/multi_turn.py): -1 for the prompt and every token the policy did not sample,
-    AReaL's version for each sampled one (kept by the ledger). A sampled token without a version
-    did not come from AReaL's engine: a bug."""
-    versions = [NOT_SAMPLED] * len(sample.prompt_ids) + list(sample.response_versions)
-    offset = len(sample.prompt_ids)
-    if any(versions[offset + i] == NOT_SAMPLED for i, sampled in enumerate(sample.sampled_mask) if sampled):
-        raise RuntimeError("a sampled token of the ledger carries no version from AReaL's engine")
-    return versions
-
-
-@dataclass(frozen=True)
-class AgentRow:
-    """One row of AReaL's batch: an agent's first segment of an episode (or, for an episode that
-    trains nothing, a row without loss), with the reward it is trained for."""
-
-    agent: str
-    reward: float
-    tensors: dict[str, torch.Tensor]
-    dropped: int  # the agent's later segments, which AReaL's one row per agent leaves out
-    segment: int = -1  # the segment it holds, by index in the trajectory's segments
-
-
 @dataclass(frozen=True)
 class Episode:
     trajectory: Trajectory
     rows: list[AgentRow]
     engine_versions: Counter[int]  # sampled tokens per version, as AReaL's engine returned them
-
-
-def areal_rows(
-    traj: Trajectory,
-    prompt_fallback: list[int],
-    pad_id: int,
-    train_on_malformed: bool = False,
-    *,
-    frozen_agents: Collection[str] = (),
-) -> list[AgentRow]:
-    """A trajectory as AReaL's trainer reads it: one row per trained agent (tensors of shape [1, L]
-    plus rewards [1]); an episode that trains nothing gives one row without loss."""
-    samples = episode_samples(traj, train_on_malformed, frozen_agents)
-    units = agent_units([samples], [0])
-    if not units:
-        ids = (traj.segments[0].prompt_ids if traj.segments else list(prompt_fallback)) + [pad_id]
-        empty = [0] * len(ids)
-        return [
-            AgentRow(
-                "",
-                samples.reward,
-                _tensors(ids, empty, [0.0] * len(ids), [NOT_SAMPLED] * len(ids), reward=samples.reward),
-                0,
-            )
-        ]
-    rows = []
-    for unit in units:
-        sample = unit.segments[0]
-        ids = sample.prompt_ids + sample.response_ids
-        loss_mask = [0] * len(sample.prompt_ids) + sample.response_mask
-        logprobs = [0.0] * len(sample.prompt_ids) + sample.response_logprobs
-        tensors = _tensors(ids, loss_mask, logprobs, token_versions(sample), reward=unit.reward)
-        rows.append(AgentRow(unit.agent, unit.reward, tensors, len(unit.segments) - 1, sample.index))
-    return rows
-
-
-def _tensors(
-    ids: list[int], loss_mask: list[int], logprobs: list[float], versions: list[int], *, reward: float
-) -> dict[str, torch.Tensor]:
-    row = {
-        "input_ids": torch.tensor(ids, dtype=torch.int32),
-        "loss_mask": torch.tensor(loss_mask, dtype=torch.int32),
-        "logprobs": torch.tensor(logprobs, dtype=torch.float32),
-        "versions": torch.tensor(versions, dtype=torch.int32),
-        "attention_mask": torch.ones(len(ids), dtype=torch.bool),
-        "rewards": torch.tensor(reward, dtype=torch.float32),
-    }
-    return {key: value.unsqueeze(0) for key, value in row.items()}
 
 
 # AReaL builds a workflow object for every task it submits (remote_inf_engine.py, _resolve_workflow):
@@ -209,6 +128,9 @@ class AWorldWorkflow(RolloutWorkflow):
         group_size: int = 1,
         group_baseline: bool = True,
         norm_by_std: bool = True,
+        advantage: str = "grpo",
+        gamma: float = 1.0,
+        step_weight: float = 1.0,
         episodes_file: str | None = None,
         tokens_dir: str | None = None,
     ) -> None:
@@ -219,7 +141,7 @@ class AWorldWorkflow(RolloutWorkflow):
         self.tokens_dir = Path(tokens_dir) if tokens_dir else None
         # training: rewards become group-normalised advantages; evaluation: raw rewards
         self.group_baseline = group_baseline
-        self.norm_by_std = norm_by_std
+        self.credit = Credit(advantage, gamma, step_weight, norm_by_std)  # type: ignore[arg-type]
         self.tokenizer = _tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self.settings = RolloutSettings(**(rollout or {}))
         self.reward = _reward(reward, json.dumps(reward_kwargs or {}, sort_keys=True)) if reward else None
@@ -258,21 +180,29 @@ class AWorldWorkflow(RolloutWorkflow):
             return concat_padded_tensors([episode.rows[0].tensors for episode in episodes])
         trainable = [episode.trajectory.trainable(self.settings.train_on_malformed) for episode in episodes]
         kept = [row for episode, ok in zip(episodes, trainable, strict=True) if ok for row in episode.rows]
-        # GRPO per agent: each agent's rows against the same agent's in the group's other episodes
-        advantages = group_advantages(
-            [row.reward for row in kept], [row.agent for row in kept], self.norm_by_std
+        # per agent: each agent's rows against the same agent's in the group's other episodes
+        per_turn = turn_advantages(
+            self.credit.estimator,
+            [list(row.turns) for row in kept],
+            [row.agent for row in kept],
+            self.credit.gamma,
+            self.credit.step_weight,
+            self.credit.norm_by_std,
         )
-        trained = {id(row): adv for row, adv in zip(kept, advantages, strict=True)}
+        credit = {id(row): advantages for row, advantages in zip(kept, per_turn, strict=True)}
+        trained = {key: advantages[0] for key, advantages in credit.items()}
         self.write_episodes(episodes, [trained.get(id(episode.rows[0])) for episode in episodes], "train")
-        await self.write_tokens(task, episodes, trained, "train")
+        await self.write_tokens(task, episodes, credit, "train")
         if not kept:
             return None  # AReaL drops the task from this step, as it does a rejected one
-        return concat_padded_tensors(
-            [
-                {**row.tensors, "rewards": torch.tensor([trained[id(row)]], dtype=torch.float32)}
-                for row in kept
-            ]
-        )
+        if self.credit.estimator == "grpo":  # one advantage for every turn: the row as sampled
+            return concat_padded_tensors(
+                [
+                    {**row.tensors, "rewards": torch.tensor([trained[id(row)]], dtype=torch.float32)}
+                    for row in kept
+                ]
+            )
+        return concat_padded_tensors([part for row in kept for part in turn_rows(row, credit[id(row)])])
 
     def write_episodes(self, episodes: list[Episode], advantages: list, phase: str) -> None:
         if self.episodes_file is None:
@@ -305,14 +235,14 @@ class AWorldWorkflow(RolloutWorkflow):
             out.write("".join(lines))
 
     async def write_tokens(
-        self, task: Task, episodes: list[Episode], trained: dict[int, float], phase: str
+        self, task: Task, episodes: list[Episode], credit: dict[int, list[float]], phase: str
     ) -> None:
         """The group's episodes as one part file of the run's token files. AReaL's workflow does
         not see the trainer's step: the group goes to the step its newest weights were served in
         (version v: step v + 1); the trainer's logprobs are computed later, and stay null."""
         if self.tokens_dir is None:
             return
-        notes = token_notes(episodes, trained, task.id)
+        notes = token_notes(episodes, credit, task.id)
         newest = max((n.version_span[1] for n in notes if n.version_span), default=NOT_SAMPLED)
         name = step_set(newest + 1)
         await asyncio.to_thread(
@@ -326,8 +256,9 @@ class AWorldWorkflow(RolloutWorkflow):
         )
 
 
-def token_notes(episodes: list[Episode], trained: dict[int, float], group: str) -> list[EpisodeNotes]:
-    """Each episode's group, its trained rows' advantages (by segment) and its weight versions."""
+def token_notes(episodes: list[Episode], credit: dict[int, list[float]], group: str) -> list[EpisodeNotes]:
+    """Each episode's group, its trained rows' advantages (by segment: the first turn's, and each
+    turn's reward and advantage) and its weight versions."""
     notes = []
     for episode in episodes:
         rows = episode.rows
@@ -336,10 +267,12 @@ def token_notes(episodes: list[Episode], trained: dict[int, float], group: str) 
         ]
         note = EpisodeNotes(group=group, version_span=(min(versions), max(versions)) if versions else None)
         for row in rows:
-            if id(row) in trained:
-                note.segment_advantages[row.segment] = trained[id(row)]
+            if id(row) in credit:
+                note.segment_advantages[row.segment] = credit[id(row)][0]
+                note.turn_rewards[row.segment] = [turn.reward for turn in row.turns]
+                note.turn_advantages[row.segment] = credit[id(row)]
                 if note.advantage is None:
-                    note.advantage = trained[id(row)]
+                    note.advantage = credit[id(row)][0]
         notes.append(note)
     return notes
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 class LocalEngine(Engine):
     name = "local"
-    capabilities = Capabilities(sft=True, vllm_sampler=True, policy_per_agent=True)
+    capabilities = Capabilities(sft=True, vllm_sampler=True, policy_per_agent=True, turn_advantages=True)
 
     def native_inputs(self, config) -> NativeInputs:
         return NativeInputs()

@@ -179,7 +179,7 @@ class GRPOLearner:
         minis = [samples[i : i + per_mini] for i in range(0, len(samples), per_mini)]
         # Without a KL term a zero-advantage sample adds exactly nothing to the gradient: skip its
         # forward/backward (and its proximal logprobs), but keep it in the denominators below.
-        actives = [mini if self.has_reference else [s for s in mini if s.advantage != 0.0] for mini in minis]
+        actives = [mini if self.has_reference else [s for s in mini if s.has_signal] for mini in minis]
         tally = _Tally(len(minis))
         if version is not None:
             # later mini-batches train after the first's optimizer step, so their proximal policy
@@ -202,7 +202,7 @@ class GRPOLearner:
             **tally.mismatch(),
             "train_tokens": float(sum(sum(s.mask) for s in samples)),
             "samples": float(len(samples)),
-            "samples_with_signal": float(sum(s.advantage != 0.0 for s in samples)),
+            "samples_with_signal": float(sum(s.has_signal for s in samples)),
             "micro_batches": float(tally.micro_count),
             **(
                 staleness_stats(samples, version, tally.weights, self.algo.importance_cap)

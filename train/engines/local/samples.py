@@ -11,7 +11,14 @@ from typing import TypeVar
 import torch
 
 from aworld_train.rollout.episodes.trajectory import Trajectory
-from aworld_train.rollout.samples.codec import agent_units, episode_samples, group_advantages
+from aworld_train.rollout.samples.codec import agent_units, episode_samples
+from aworld_train.rollout.samples.credit import (
+    Credit,
+    token_advantages,
+    turn_advantages,
+    turn_starts,
+    unit_turns,
+)
 from aworld_train.rollout.tokens.ledger import NO_VERSION
 
 
@@ -32,45 +39,75 @@ class Sample:
     # None where every token is the current weights' own
     proximal_logprobs: list[float] | None = None
     agent: str = ""  # the team's agent whose segment it is ("" for a lone agent's)
+    # per response position, where turns have advantages of their own (gigpo, discounted): each
+    # sampled token its turn's; None: `advantage` on every token
+    token_advantages: list[float] | None = None
+    turn_rewards: list[float] = field(default_factory=list)  # r_t of the segment's turns
+    turn_advantages: list[float] = field(default_factory=list)  # and their advantages
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def has_signal(self) -> bool:
+        """Some loss token has a non-zero advantage."""
+        if self.token_advantages is None:
+            return self.advantage != 0.0
+        return any(a != 0.0 for a in self.token_advantages)
 
 
 def build_samples(
     trajectories: list[Trajectory],
     group_of: list,
-    norm_by_std: bool = True,
+    credit: Credit = Credit(),
     train_on_malformed: bool = False,
     frozen_agents: Collection[str] = (),
 ) -> tuple[list[Sample], list[float]]:
     """Samples for the loss and the advantage of every trajectory (0 for those left out; a team's
-    episode: its first trained agent's).
+    episode: its first trained agent's first turn's).
 
     The codec's rules: a failed episode has no sample and no place in its group's baseline;
-    every segment of an agent in an episode is a sample with that agent's advantage, computed
-    against the same agent in the other samples of the task; frozen agents give none."""
+    every segment of an agent in an episode is a sample, compared with the same agent in the
+    other samples of the task; frozen agents give none. Each turn's advantage is the estimator's
+    (rollout/samples/credit.py); under `grpo` every turn of a unit has the same one."""
     episodes = [episode_samples(t, train_on_malformed, frozen_agents) for t in trajectories]
     units = agent_units(episodes, group_of)
-    unit_advantages = group_advantages([u.reward for u in units], [u.group for u in units], norm_by_std)
+    turns = [unit_turns(u) for u in units]
+    per_turn = turn_advantages(
+        credit.estimator,
+        turns,
+        [u.group for u in units],
+        credit.gamma,
+        credit.step_weight,
+        credit.norm_by_std,
+    )
     advantages: list[float | None] = [None] * len(trajectories)
     samples = []
-    for unit, advantage in zip(units, unit_advantages, strict=True):
-        if advantages[unit.episode] is None:
-            advantages[unit.episode] = advantage
+    for unit, unit_turn_list, unit_advantages in zip(units, turns, per_turn, strict=True):
+        if advantages[unit.episode] is None:  # every unit has a turn: its segments' first
+            advantages[unit.episode] = unit_advantages[0]
+        done = 0
         for seg in unit.segments:
+            count = len(turn_starts(seg))
+            seg_advantages = unit_advantages[done : done + count]
             samples.append(
                 Sample(
                     seg.prompt_ids + seg.response_ids,
                     len(seg.prompt_ids),
                     seg.response_mask,
                     seg.response_logprobs,
-                    advantage,
+                    seg_advantages[0],
                     origin=(unit.episode, seg.index),
                     versions=list(seg.response_versions),
                     agent=unit.agent,
+                    token_advantages=None
+                    if credit.estimator == "grpo"
+                    else token_advantages(seg, seg_advantages),
+                    turn_rewards=[t.reward for t in unit_turn_list[done : done + count]],
+                    turn_advantages=list(seg_advantages),
                 )
             )
+            done += count
     return samples, [0.0 if a is None else a for a in advantages]
 
 
@@ -104,7 +141,8 @@ def collate(batch: list[Sample], pad_id: int, device, version: int | None = None
     old = torch.zeros((n, width - 1))
     behaviour = torch.zeros((n, width - 1))
     stale = torch.zeros((n, width - 1))
-    adv = torch.zeros((n, 1))
+    per_token = any(s.token_advantages is not None for s in batch)
+    adv = torch.zeros((n, width - 1 if per_token else 1))
     for i, s in enumerate(batch):
         ids[i, : len(s)] = torch.tensor(s.ids)
         attention[i, : len(s)] = 1
@@ -117,7 +155,12 @@ def collate(batch: list[Sample], pad_id: int, device, version: int | None = None
             stale[i, start : start + len(s.mask)] = torch.tensor(
                 stale_positions(s, version), dtype=torch.float
             )
-        adv[i, 0] = s.advantage
+        if not per_token:
+            adv[i, 0] = s.advantage
+        elif s.token_advantages is None:
+            adv[i, start : start + len(s.mask)] = s.advantage
+        else:
+            adv[i, start : start + len(s.token_advantages)] = torch.tensor(s.token_advantages)
     tensors = {
         "ids": ids,
         "attention": attention,

@@ -50,6 +50,8 @@ def episode_notes(
         note = notes[episode]
         note.advantage = advantages[episode]
         note.segment_advantages[segment] = sample.advantage
+        note.turn_rewards[segment] = sample.turn_rewards
+        note.turn_advantages[segment] = sample.turn_advantages
         if sample.trainer_logprobs is not None:
             note.trainer_logprobs[segment] = sample.trainer_logprobs
     return notes

@@ -38,6 +38,7 @@ from aworld_train.engines.local.step_metrics import (
 from aworld_train.evaluation.report import EvalReport, evaluate
 from aworld_train.inputs.policy_settings import frozen_agents
 from aworld_train.prerun.servers import running_envs
+from aworld_train.rollout.samples.credit import credit_of
 from aworld_train.rollout.samples.token_log import step_set
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class LocalTraining:
         samples, advantages = build_samples(
             trajs,
             groups,
-            cfg.algorithm.norm_adv_by_std,
+            credit_of(cfg.algorithm),
             cfg.rollout.train_on_malformed,
             frozen_agents(cfg.policies, cfg.rollout),
         )

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 class VerlEngine(Engine):
     name = "verl"
     # a GPU run samples with verl's own rollout (actor_rollout_ref.rollout.name); a CPU run's
-    # `aworld_cpu` rollout with transformers or, given rollout.engine: vllm, vLLM's server
-    capabilities = Capabilities(sft=True, vllm_sampler=True)
+    # `aworld_cpu` rollout with transformers or, given rollout.engine: vllm, vLLM's server;
+    # gigpo and discounted through verl's estimator registry (engines/verl/advantages.py)
+    capabilities = Capabilities(sft=True, vllm_sampler=True, turn_advantages=True)
 
     def native_inputs(self, config) -> NativeInputs:
         from aworld_train.engines.verl.render import native_inputs

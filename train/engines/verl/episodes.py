@@ -113,6 +113,10 @@ class _EpisodeStatuses:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # the trainer process, verl wholly imported: gigpo and discounted in its estimator
+        # registry, and its trainer's _compute_advantage wrapped (engines/verl/advantages.py)
+        from aworld_train.engines.verl import advantages  # noqa: F401
+
         options = dict(self.sampler_kwargs or {})
         self._refill_failed = bool(options.get("refill_failed_groups"))
         if self._refill_failed and self.trainer_mode == "sync":

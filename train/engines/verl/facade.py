@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aworld_train.core.errors import ConfigError
-from aworld_train.engines.native import Derived, lora_dropout_limit
+from aworld_train.engines.native import Derived, get, lora_dropout_limit
 
 if TYPE_CHECKING:
     from aworld_train.inputs.config import TrainConfig
@@ -36,6 +36,10 @@ def facade_values(cfg: TrainConfig) -> list[Derived]:
             "algorithm.gradient_checkpointing",
         ),
         Derived("trainer.max_actor_ckpt_to_keep", trainer.save_total_limit, "trainer.save_total_limit"),
+        # an advantage per turn: our estimators in verl's registry (engines/verl/advantages.py), whose
+        # returns-to-go discount by verl's own gamma
+        Derived("algorithm.adv_estimator", algo.advantage, "algorithm.advantage"),
+        Derived("algorithm.gamma", algo.gamma, "algorithm.gamma"),
         # a step samples with the weights it trains (sync), or the next step's groups are sampled
         # while the actor trains, no group older than max_staleness steps (verl's colocated async)
         Derived(MODE, "colocate_async" if algo.max_staleness else "sync", "algorithm.max_staleness"),
@@ -85,4 +89,29 @@ def same(given: Any, derived: Any, key: str) -> bool | None:
 
 def facade_limits(cfg: TrainConfig) -> list[str]:
     """The facade settings the user set that verl 0.9.1 cannot honour, each with why."""
-    return lora_dropout_limit(cfg, "verl's FSDP actor (actor_rollout_ref.model has no dropout key)")
+    return lora_dropout_limit(cfg, "verl's FSDP actor (actor_rollout_ref.model has no dropout key)") + (
+        turn_credit_limits(cfg)
+    )
+
+
+def turn_credit_limits(cfg: TrainConfig) -> list[str]:
+    """Our estimators need the facade's key (the render registers them in verl's processes only
+    for it), and they read each turn's reward from the rows, not verl's token_level_rewards."""
+    native = get(cfg.verl, "algorithm.adv_estimator")
+    if native in ("gigpo", "discounted") and native != cfg.algorithm.advantage:
+        return [
+            f"verl.algorithm.adv_estimator={native}: aworld-train's estimator, registered in verl's processes "
+            f"for algorithm.advantage: {native}; set that instead"
+        ]
+    if cfg.algorithm.advantage != "grpo" and get(cfg.verl, "algorithm.filter_groups.enable"):
+        return [
+            f"verl.algorithm.filter_groups with algorithm.advantage: {cfg.algorithm.advantage}: the "
+            "estimator is registered by aworld-train's replay buffer, which verl's DAPO filtering replaces"
+        ]
+    if cfg.algorithm.advantage != "grpo" and get(cfg.verl, "algorithm.use_kl_in_reward"):
+        return [
+            f"verl.algorithm.use_kl_in_reward with algorithm.advantage: {cfg.algorithm.advantage}: the "
+            "estimator takes each turn's reward from the episode, not verl's KL-penalised token rewards; "
+            "use algorithm.kl_coef (a KL loss) instead"
+        ]
+    return []

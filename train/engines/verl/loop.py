@@ -20,6 +20,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.engines.node_servers import node_server_urls
+from aworld_train.engines.verl.turn_credit import TURNS_FIELD, segment_turns
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.settings import RolloutSettings
@@ -108,6 +109,7 @@ def _output(
     reward: float,
     response_length: int,
     server_fields: dict[str, Any],
+    turns: dict[str, Any] | None = None,
 ) -> AgentLoopOutput:
     response_ids = seg.response_ids[:response_length]
     logprobs = seg.response_logprobs[:response_length]
@@ -136,8 +138,21 @@ def _output(
         metrics=AgentLoopMetrics(
             generate_sequences=policy_s, tool_calls=max(0.0, traj.timings.get("total_s", 0.0) - policy_s)
         ),
-        extra_fields={**server_fields, "reward_extra_info": extra_info, "aworld_status": traj.status},
+        extra_fields={
+            **server_fields,
+            "reward_extra_info": extra_info,
+            "aworld_status": traj.status,
+            # each turn's reward and state, for gigpo and discounted (engines/verl/advantages.py)
+            TURNS_FIELD: _truncated(turns, response_length),
+        },
     )
+
+
+def _truncated(turns: dict[str, Any] | None, response_length: int) -> dict[str, Any] | None:
+    """A segment's turns with `turn_of_token` cut where its response is."""
+    if turns is None:
+        return None
+    return {**turns, "turn_of_token": turns["turn_of_token"][:response_length]}
 
 
 def to_agent_loop_outputs(
@@ -155,12 +170,14 @@ def to_agent_loop_outputs(
     verl gives every output of a session the reward of its last one and computes GRPO over the
     sessions' last outputs (v1/agent_loop_tq.py, v1/utils.compute_advantage_for_multi_trajectories):
     a team's agents share the episode's advantage here; per-agent rewards and groups need the local
-    or AReaL backend (a warning here says so)."""
+    or AReaL backend (a warning here says so), or an advantage per turn: every output carries its
+    turns (`turn_credit.segment_turns`), from which gigpo and discounted compute each agent's own."""
     samples = episode_samples(traj, train_on_malformed, frozen_agents)
     if not samples.trainable:
         return []
     if samples.agent_rewards:
         _warn_agent_rewards_once()
+    turns = segment_turns(samples, traj.episode_id)
     return [
         _output(
             seg,
@@ -168,6 +185,7 @@ def to_agent_loop_outputs(
             reward=samples.reward,
             response_length=response_length,
             server_fields=server_fields or {},
+            turns=turns.get(seg.index),
         )
         for seg in samples.segments
     ]
@@ -185,8 +203,9 @@ def plain(value: Any) -> Any:
 @functools.cache
 def _warn_agent_rewards_once() -> None:
     logger.warning(
-        "the reward function returned agent_rewards: verl trains every agent of an episode with the "
-        "episode's reward; use backend: local or areal for a reward per agent"
+        "the reward function returned agent_rewards: under algorithm.advantage: grpo verl trains every "
+        "agent of an episode with the episode's reward; use gigpo or discounted, or backend: local or "
+        "areal, for a reward per agent"
     )
 
 

@@ -56,6 +56,7 @@ from aworld_train.engines.verl.facade import facade_limits, facade_values
 from aworld_train.engines.verl.facade import same as facade_same
 from aworld_train.engines.verl.modes import require_trainer_mode
 from aworld_train.engines.verl.tokens import SPLIT_FIELD
+from aworld_train.engines.verl.turn_credit import credit_env
 from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 from aworld_train.rollout.samples.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
@@ -192,7 +193,6 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
         Derived("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", True),
         Derived("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", algo.micro_batch_tokens),
-        Derived("algorithm.adv_estimator", "grpo", "algorithm.name"),
         Derived("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std"),
         # our loop scores every episode itself: verl's reward workers only read reward_score
         Derived("reward.num_workers", 1),
@@ -350,7 +350,7 @@ def render(inputs: RunInputs) -> RenderedRun:
     if cpu:
         cpu_extras(final, joins_cluster=address is not None)
         vllm_sampler_extras(final, cfg, folder)
-    env = {**cpu_env(), **vllm_sampler_env(cfg)} if cpu else {}
+    env = credit_env(cfg, inputs.run_dir, {**cpu_env(), **vllm_sampler_env(cfg)} if cpu else {})
     if address is not None:
         join_cluster(final, address, forwarded_env(cfg, env))
     require_v1(final)

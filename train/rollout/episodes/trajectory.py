@@ -118,6 +118,21 @@ class Trajectory:
     def reward_of(self, agent: str) -> float:
         return self.agent_rewards.get(agent, float(self.reward or 0.0))
 
+    def turns_of(self, agent: str) -> int:
+        """The agent's LLM calls the ledger holds (over its segments)."""
+        return sum(len(seg.turn_starts) for seg in self.segments if seg.agent == agent)
+
+    @property
+    def turn_rewards(self) -> dict[str, list[float]]:
+        """Per agent, the rewards the reward function gave its turns (`turn_rewards` in its extras:
+        a list for a lone agent, `{agent: [...]}` for a team), in the order of its LLM calls."""
+        given = self.reward_extras.get("turn_rewards")
+        if isinstance(given, dict):
+            return {str(k): [float(r) for r in v] for k, v in given.items()}
+        if isinstance(given, list):
+            return {agent: [float(r) for r in given] for agent in {seg.agent for seg in self.segments}}
+        return {}
+
     def tool_calls_of(self, agent: str) -> int:
         return sum(call.agent == agent for call in self.tool_calls)
 

@@ -106,6 +106,8 @@ class SegmentSample:
     index: int = -1  # its place in the trajectory's segments (the token files key on it)
     # the weight version that sampled each response token; ledger.NO_VERSION where none did
     response_versions: list[int] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)  # the ledger's: where each LLM call began
+    turn_observations: list[str] = field(default_factory=list)  # what each call acted on
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class EpisodeSamples:
     reward: float
     in_baseline: bool  # False: a failed episode: no loss, outside its group's mean and std
     agent_rewards: dict[str, float] = field(default_factory=dict)  # where the reward named agents
+    turn_rewards: dict[str, list[float]] = field(default_factory=dict)  # per agent, per LLM call
 
     @property
     def trainable(self) -> bool:
@@ -139,12 +142,15 @@ def episode_samples(
             agent=seg.agent,
             index=index,
             response_versions=list(seg.response_versions),
+            turn_starts=list(seg.turn_starts),
+            turn_observations=list(seg.turn_observations),
         )
         for index, seg in enumerate(traj.segments)
         if seg.response_ids and seg.agent not in frozen_agents
     ]
-    agent_rewards = traj.agent_rewards if usable else {}
-    return EpisodeSamples(segments, float(traj.reward or 0.0) if usable else 0.0, usable, agent_rewards)
+    if not usable:
+        return EpisodeSamples(segments, 0.0, False)
+    return EpisodeSamples(segments, float(traj.reward or 0.0), True, traj.agent_rewards, traj.turn_rewards)
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,7 @@ class AgentUnit:
     segments: list[SegmentSample]
     reward: float
     group: Hashable  # (the episode's group, the agent)
+    turn_rewards: list[float] = field(default_factory=list)  # the reward function's, per LLM call
 
 
 def agent_units(episodes: Sequence[EpisodeSamples], groups: Sequence[Hashable]) -> list[AgentUnit]:
@@ -169,7 +176,16 @@ def agent_units(episodes: Sequence[EpisodeSamples], groups: Sequence[Hashable]) 
             by_agent.setdefault(seg.agent, []).append(seg)
         for agent, segments in by_agent.items():
             if any(any(s.response_mask) for s in segments):
-                units.append(AgentUnit(index, agent, segments, episode.reward_of(agent), (group, agent)))
+                units.append(
+                    AgentUnit(
+                        index,
+                        agent,
+                        segments,
+                        episode.reward_of(agent),
+                        (group, agent),
+                        episode.turn_rewards.get(agent, []),
+                    )
+                )
     return units
 
 

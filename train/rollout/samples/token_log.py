@@ -54,6 +54,11 @@ SEGMENT = pa.struct(
         ("trainer_logprobs", pa.list_(pa.float32())),
         ("versions", pa.list_(pa.int32())),
         ("advantage", pa.float64()),
+        # per turn (one per turn_starts entry): its reward r_t and its advantage; null where the
+        # engine does not know them
+        ("turn_observations", pa.list_(pa.string())),  # what each turn acted on: its state
+        ("turn_rewards", pa.list_(pa.float64())),
+        ("turn_advantages", pa.list_(pa.float64())),
     ]
 )
 SCHEMA = pa.schema(
@@ -97,6 +102,9 @@ class EpisodeNotes:
     group: str = ""
     advantage: float | None = None  # None: the episode was not trained (or the engine computes it later)
     segment_advantages: dict[int, float] = field(default_factory=dict)  # by index in traj.segments
+    # by index in traj.segments: its turns' rewards and advantages
+    turn_rewards: dict[int, list[float]] = field(default_factory=dict)
+    turn_advantages: dict[int, list[float]] = field(default_factory=dict)
     trainer_logprobs: dict[int, list[float]] = field(default_factory=dict)  # one per sampled token
     version_span: tuple[int, int] | None = None  # the engine's weight versions, oldest and newest
 
@@ -128,6 +136,9 @@ def _segment_row(seg: Segment, index: int, notes: EpisodeNotes) -> dict[str, Any
         "trainer_logprobs": trainer,
         "versions": _segment_versions(seg),
         "advantage": notes.segment_advantages.get(index),
+        "turn_observations": seg.turn_observations,
+        "turn_rewards": notes.turn_rewards.get(index),
+        "turn_advantages": notes.turn_advantages.get(index),
     }
 
 

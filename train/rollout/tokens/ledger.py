@@ -31,6 +31,9 @@ class Segment:
     response_logprobs: list[float] = field(default_factory=list)
     # ledger length at each policy call: prompt k is ids[:turn_starts[k]]
     turn_starts: list[int] = field(default_factory=list)
+    # per policy call: what the agent observed since its last answer (the first: its whole prompt),
+    # the state a step-level advantage groups turns by (rollout/samples/credit.py)
+    turn_observations: list[str] = field(default_factory=list)
     agent: str = ""  # the agent whose ledger it is (a team keeps one ledger per agent)
     # per response token: the weight version that sampled it, NO_VERSION where none did or none is
     # known (empty when built without: every token unknown)
@@ -90,8 +93,16 @@ class Segment:
             "response_logprobs": self.response_logprobs,
             "response_versions": self.response_versions,
             "turn_starts": self.turn_starts,
+            "turn_observations": self.turn_observations,
             "agent": self.agent,
         }
+
+
+def observation(messages: list[Message]) -> str:
+    """What the messages add after their last assistant message (all of them where none is):
+    role and text of each, the state an agent acts on at this call."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return "\n".join(f"{m.get('role')}: {content_text(m.get('content'))}" for m in messages[last + 1 :])
 
 
 def _args(value: Any) -> Any:
@@ -178,6 +189,7 @@ class TokenLedger:
         self._tools_key = tools_key
         self._last = None
         seg.turn_starts.append(len(seg))
+        seg.turn_observations.append(observation(messages))
         return seg.ids
 
     def lead(self, ids: list[int]) -> list[int]:
@@ -215,6 +227,7 @@ class TokenLedger:
             seg = self.current
         self._seen, self._tools_key, self._last = [], None, None
         seg.turn_starts.append(len(seg))
+        seg.turn_observations.append(tokenizer.decode(delta if extends else ids))
         return seg.ids
 
     def record_text(self, generation: Generation, text: str) -> None:

@@ -276,11 +276,18 @@ function tokenColour(tok, mode) {
   return `background:hsl(${(120 * t).toFixed(0)},75%,78%)`;
 }
 
-function tokenSpans(tokens, turnStarts, mode) {
+// a turn's own credit beside its mark, where the engine recorded it (reward r_t, advantage)
+function turnCredit(seg, k) {
+  const r = (seg.turn_rewards || [])[k], a = (seg.turn_advantages || [])[k];
+  if (r === undefined && a === undefined) return "";
+  return ` <span class="turn-reward">r ${num(r ?? null, 2)}</span> <span class="turn-advantage">A ${num(a ?? null)}</span>`;
+}
+
+function tokenSpans(tokens, turnStarts, mode, seg = {}) {
   const starts = new Map((turnStarts || []).map((s, k) => [s, k]));
   let out = "";
   tokens.forEach((tok, i) => {
-    if (starts.has(i)) out += `<span class="turn-mark" data-turn="${starts.get(i)}">call ${starts.get(i) + 1}</span>`;
+    if (starts.has(i)) out += `<span class="turn-mark" data-turn="${starts.get(i)}" title="this LLM call's reward (the reward function's for the turn, plus the episode's on the last) and advantage, on every token it sampled">call ${starts.get(i) + 1}${turnCredit(seg, starts.get(i))}</span>`;
     const [id, text, mask, lp, tlp, version] = tok;
     const shown = text === null ? `⟨${id}⟩` : text;
     const special = /^<\|.*\|>$|^<\/?s>$/.test(shown) ? " sp" : "";
@@ -327,7 +334,7 @@ function lanesBlock(e, mode) {
       <h3>${e.lanes.length > 1 ? "agent " : ""}${esc(lane.agent || "agent")}${lane.policy ? ` <span class="policy-name">· policy ${esc(lane.policy)}</span>` : ""}</h3>
       ${lane.segments.map((seg) => `<div class="segment" data-segment="${seg.index}">
         <div class="segment-head">segment ${seg.index + 1} · <span class="n-tokens">${seg.tokens.length}</span> tokens · prompt ${seg.prompt_tokens} · <span class="n-sampled">${seg.sampled}</span> sampled · advantage ${seg.advantage === null ? "–" : num(seg.advantage)}${seg.has_trainer ? "" : ' · <span class="muted">no trainer logprobs</span>'}</div>
-        <div class="tokens">${tokenSpans(seg.tokens, seg.turn_starts, mode)}</div></div>`).join("")}
+        <div class="tokens">${tokenSpans(seg.tokens, seg.turn_starts, mode, seg)}</div></div>`).join("")}
       <h3>Tool calls</h3>${toolCallsTable(lane.tool_calls)}</div>`).join("")}</div>`;
 }
 
