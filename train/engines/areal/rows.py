@@ -10,7 +10,7 @@ same ids the turn was sampled after, so AReaL recomputes the same logprobs.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -46,7 +46,7 @@ class AgentRow:
     dropped: int  # the agent's later segments, which AReaL's one row per agent leaves out
     segment: int = -1  # the segment it holds, by index in the trajectory's segments
     turns: tuple[Turn, ...] = ()  # the segment's turns: their rewards and the states they acted on
-    turn_bounds: tuple[int, ...] = field(default=())  # where each turn begins in input_ids
+    turn_bounds: tuple[int, ...] = ()  # where each turn begins in input_ids
 
 
 def areal_rows(

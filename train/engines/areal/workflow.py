@@ -7,7 +7,9 @@ episodes itself, so that GRPO's group baseline leaves failed episodes out
 would count a failed episode as reward 0; the render turns it off, and each
 trained row's reward is its group-normalised advantage. Failed episodes give no
 row. A team's episode gives one row per trained agent (its first segment), and each agent's
-advantage is computed against the same agent in the other episodes of the group. The agent's
+advantage is computed against the same agent in the other episodes of the group; under
+`algorithm.advantage` gigpo or discounted each turn of a row is a row of its own with the turn's
+advantage (engines/areal/rows.py: turn_rows). The agent's
 LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per episode; the
 ledger's exact ids come back as AReaL's tensor dict: input_ids, loss_mask, logprobs, versions,
 attention_mask, rewards. Raw rewards and statuses go to AReaL's stats tracker (its rollout and
