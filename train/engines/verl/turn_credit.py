@@ -20,7 +20,7 @@ from aworld_train.rollout.samples.codec import EpisodeSamples, agent_units
 from aworld_train.rollout.samples.credit import (
     Estimator,
     Turn,
-    token_advantages,
+    token_turns,
     turn_advantages,
     turn_starts,
     unit_turns,
@@ -50,25 +50,22 @@ def segment_turns(samples: EpisodeSamples, episode_id: str) -> dict[int, dict[st
     """Per segment (by its index in the trajectory): its unit's turns and which turn each response
     token is. A unit is one agent's turns in the episode (`codec.agent_units`); every segment of it
     carries the whole unit's rewards and anchors, and `first`: where its own turns begin in them.
-    `turn_of_token` is -1 where the policy did not sample (mask 0), as credit's token_advantages
-    puts 0 there. Segments of no unit (an agent that sampled nothing) are absent."""
+    `turn_of_token` (credit's `token_turns`, counted over the unit) is -1 where the policy did not
+    sample (mask 0). Segments of no unit (an agent that sampled nothing) are absent."""
     out: dict[int, dict[str, Any]] = {}
     for unit in agent_units([samples], [0]):
         turns = unit_turns(unit)
         first = 0
         for seg in unit.segments:
-            count = len(turn_starts(seg))
-            # credit's own placement of a turn's value on its tokens, with the value k + 1 (0 stays 0)
-            placed = token_advantages(seg, [float(k + 1) for k in range(count)])
             out[seg.index] = {
                 "unit": f"{episode_id}/{unit.agent}",
                 "agent": unit.agent,
                 "rewards": [t.reward for t in turns],
                 "anchors": [t.anchor for t in turns],
                 "first": first,
-                "turn_of_token": [int(v) - 1 + first if v else -1 for v in placed],
+                "turn_of_token": [k + first if k >= 0 else -1 for k in token_turns(seg)],
             }
-            first += count
+            first += len(turn_starts(seg))
     return out
 
 
@@ -85,14 +82,16 @@ def batch_advantages(
     """The advantage of every response position of a batch of `width` positions (0 where a row has
     no turns or the policy did not sample), and per unit what it was computed from (for the run's
     log). A unit's group is verl's `uid` (the prompt's samples) with the agent."""
-    keys: list[str] = []
-    units: list[list[Turn]] = []
-    groups: list[tuple[str, str]] = []
+    # each unit once (every segment of it is a row and carries the unit's turns), in the batch's order
+    first: dict[str, tuple[dict[str, Any], Any]] = {}
     for row, uid in zip(rows, uids, strict=True):
-        if row and row["unit"] not in keys:
-            keys.append(row["unit"])
-            units.append([Turn(r, a) for r, a in zip(row["rewards"], row["anchors"], strict=True)])
-            groups.append((str(uid), row["agent"]))
+        if row:
+            first.setdefault(row["unit"], (row, uid))
+    keys = list(first)
+    units = [
+        [Turn(r, a) for r, a in zip(row["rewards"], row["anchors"], strict=True)] for row, _ in first.values()
+    ]
+    groups = [(str(uid), row["agent"]) for row, uid in first.values()]
     per_turn = dict(
         zip(keys, turn_advantages(estimator, units, groups, gamma, step_weight, norm_by_std), strict=True)
     )

@@ -94,17 +94,23 @@ def unit_turns(unit: AgentUnit) -> list[Turn]:
     return [Turn(r, a) for r, a in zip(rewards, anchors, strict=True)]
 
 
-def token_advantages(segment: SegmentSample, advantages: Sequence[float]) -> list[float]:
-    """Per response position of a segment: its turn's advantage where the policy sampled (loss mask
-    1), 0 elsewhere; `advantages` has one per turn of the segment."""
+def token_turns(segment: SegmentSample) -> list[int]:
+    """Per response position of a segment: the index of the turn that sampled it (loss mask 1),
+    -1 where the policy did not sample."""
     prompt = len(segment.prompt_ids)
-    out = [0.0] * len(segment.response_ids)
+    out = [-1] * len(segment.response_ids)
     bounds = [start - prompt for start in turn_starts(segment)] + [len(out)]
-    for k, advantage in enumerate(advantages):
+    for k in range(len(bounds) - 1):
         for position in range(max(bounds[k], 0), bounds[k + 1]):
             if segment.response_mask[position]:
-                out[position] = advantage
+                out[position] = k
     return out
+
+
+def token_advantages(segment: SegmentSample, advantages: Sequence[float]) -> list[float]:
+    """Per response position of a segment: its turn's advantage where the policy sampled, 0
+    elsewhere; `advantages` has one per turn of the segment."""
+    return [advantages[k] if k >= 0 else 0.0 for k in token_turns(segment)]
 
 
 def returns_to_go(rewards: Sequence[float], gamma: float) -> list[float]:
@@ -165,27 +171,12 @@ def _step_advantages(
     norm_by_std: bool,
     eps: float,
 ) -> list[list[float]]:
-    """Each turn's G_t against the turns of its group that acted on the same anchor state."""
-    step_groups: dict[tuple[Hashable, str], list[tuple[int, int]]] = defaultdict(list)
-    for i, (unit, group) in enumerate(zip(units, groups, strict=True)):
-        for t, turn in enumerate(unit):
-            step_groups[(group, turn.anchor)].append((i, t))
+    """Each turn's G_t against the turns of its group that acted on the same anchor state: GRPO's
+    normalisation with (group, anchor) as the group."""
+    places = [(i, t) for i, unit in enumerate(units) for t in range(len(unit))]
+    values = [togo[i][t] for i, t in places]
+    keys = [(groups[i], units[i][t].anchor) for i, t in places]
     out = [[0.0] * len(unit) for unit in units]
-    for places in step_groups.values():
-        if len(places) < 2:
-            continue
-        values = [togo[i][t] for i, t in places]
-        mean = statistics.fmean(values)
-        scale = statistics.stdev(values) + eps if norm_by_std else 1.0
-        for (i, t), value in zip(places, values, strict=True):
-            out[i][t] = (value - mean) / scale
+    for (i, t), advantage in zip(places, group_advantages(values, keys, norm_by_std, eps), strict=True):
+        out[i][t] = advantage
     return out
-
-
-def step_groups_of(units: Sequence[Sequence[Turn]], groups: Sequence[Hashable]) -> dict[tuple, int]:
-    """How many turns share each (group, anchor): what gigpo's step level compares (for metrics)."""
-    counts: dict[tuple, int] = defaultdict(int)
-    for unit, group in zip(units, groups, strict=True):
-        for turn in unit:
-            counts[(group, turn.anchor)] += 1
-    return dict(counts)
