@@ -21,7 +21,7 @@ AGENTS_VENV ?= .venv-agents
 # vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm demo-verl demo-areal fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -83,6 +83,14 @@ demo:
 # the demo with vLLM sampling every rollout token (make setup-vllm first)
 demo-vllm:
 	AWORLD_TRAIN_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/aworld-train run examples/calculator/grpo_local.yaml rollout.engine=vllm
+
+# the demo on verl's own trainer, on the CPU (held-out accuracy before and after, as `make demo`)
+demo-verl:
+	$(BIN)/aworld-train run examples/calculator/grpo_verl_cpu.yaml
+
+# the demo on AReaL's own trainer, on the CPU, in AReaL's environment (make setup-areal first)
+demo-areal:
+	$(AREAL_VENV)/bin/aworld-train run examples/calculator/grpo_areal_cpu.yaml
 
 # the demo with credit per turn (GiGPO: a step-level advantage over recurring states)
 demo-gigpo:

@@ -38,7 +38,7 @@ def _coordinator_example(question: str, expression: str, answer: str, call_id: s
     ]
 
 
-def _teammate(name: str, desc: str, prompt: str, few_shot: list[dict], *, provider: str):
+def teammate(name: str, desc: str, prompt: str, few_shot: list[dict], *, provider: str):
     """A trained agent of the team with its few-shot turns (read by aworld-train's agent spec)."""
     from aworld_train.aworld.framework import Agent, AgentConfig
 
@@ -51,7 +51,7 @@ def build_pipeline(url: str | None = None, provider: str = "aworld_train"):
     """The planner, then the calculator agent, as an AWorld WorkflowSwarm."""
     from aworld_train.aworld.framework import SWARM_CLASSES
 
-    planner = _teammate(
+    planner = teammate(
         "planner",
         "Rewrites an arithmetic question as its expression",
         PLANNER_PROMPT,
@@ -66,7 +66,7 @@ def build_team(url: str | None = None, provider: str = "aworld_train"):
     """The coordinator with the calculator agent as its tool, as an AWorld TeamSwarm."""
     from aworld_train.aworld.framework import SWARM_CLASSES
 
-    coordinator = _teammate(
+    coordinator = teammate(
         "coordinator",
         "Hands arithmetic to the calculator agent and reports its answer",
         COORDINATOR_PROMPT,

@@ -29,16 +29,13 @@ import contextlib
 import copy
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import torch  # noqa: E402
-from rollout_profile import calculator_script  # noqa: E402
+import torch
+from scripted import MODEL, calculator_script
 
 ROWS = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(32)]
 HELD_OUT = [{"prompt": f"What is {i} * 7?", "ground_truth": i * 7} for i in range(100, 132)]
@@ -125,12 +122,15 @@ class ToolCallFirst:
             return logprobs[:, 0].tolist(), version
 
 
-def run(staleness: int, seed: int, args, folder: Path) -> dict:
-    from aworld_train import AgentTrainer
-    from aworld_train.engines.local.training import LocalTraining
-
-    config = {
-        "model": "embedded:smollm2-135m",
+def run_config(staleness: int, seed: int, args, folder: Path) -> dict:
+    """The calculator agent's run with `max_staleness` `staleness`, its tool's latency seeded by `seed`."""
+    latency = {
+        "CALCULATOR_LATENCY_P50_S": str(args.p50),
+        "CALCULATOR_LATENCY_P99_S": str(args.p99),
+        "CALCULATOR_LATENCY_SEED": str(seed),
+    }
+    return {
+        "model": MODEL,
         "agent": "aworld_train.agents.calculator:build_agent",
         "algorithm": {"group_size": args.group, "lr": 1e-5, "max_staleness": staleness},
         "rollout": {
@@ -152,17 +152,15 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
             "run_dir": str(folder / f"seed_{seed}_staleness_{staleness}"),
             "log_trajectories": 0,
         },
-        "env": [
-            {
-                "name": "calculator",
-                "env": {
-                    "CALCULATOR_LATENCY_P50_S": str(args.p50),
-                    "CALCULATOR_LATENCY_P99_S": str(args.p99),
-                    "CALCULATOR_LATENCY_SEED": str(seed),
-                },
-            }
-        ],
+        "env": [{"name": "calculator", "env": latency}],
     }
+
+
+def run(staleness: int, seed: int, args, folder: Path) -> dict:
+    from aworld_train import AgentTrainer
+    from aworld_train.engines.local.training import LocalTraining
+
+    config = run_config(staleness, seed, args, folder)
     trainer = AgentTrainer(config=config, train_dataset=ROWS, test_dataset=HELD_OUT)
     training = LocalTraining(trainer.run_inputs())
     policy = training.policy
@@ -185,21 +183,28 @@ def run(staleness: int, seed: int, args, folder: Path) -> dict:
     training.run()  # closes vLLM's server, where it samples
     wall = time.perf_counter() - started
     rows = [json.loads(line) for line in (Path(config["trainer"]["run_dir"]) / "metrics.jsonl").open()]
+    return {
+        "staleness": staleness,
+        "wall_s": wall,
+        **step_figures(rows),
+        "accuracy_before": accuracy["before"],
+        "accuracy": accuracy["after"],
+    }
+
+
+def step_figures(rows: list[dict]) -> dict:
+    """The training steps' figures from the run's metrics.jsonl rows."""
     steps = [r for r in rows if r["phase"] == "train"]
     loop_s = sum(r["step_s"] for r in steps)
     return {
-        "staleness": staleness,
         "step_s": loop_s / len(steps),
         "loop_s": loop_s,
-        "wall_s": wall,
         "idle_share": sum(r["rollout_s"] for r in steps) / loop_s,
         "update_s": sum(r["update_s"] for r in steps) / len(steps),
         "staleness_mean": sum(r.get("staleness_mean", 0.0) for r in steps) / len(steps),
         "dropped": sum(r.get("dropped_stale", 0.0) for r in steps),
         "samples": sum(r.get("samples", 0.0) for r in steps),
         "reward": sum(r["reward_mean"] for r in steps) / len(steps),
-        "accuracy_before": accuracy["before"],
-        "accuracy": accuracy["after"],
     }
 
 

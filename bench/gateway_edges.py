@@ -33,7 +33,11 @@ import statistics
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+
+from agent_process import serve_turns
+from scripted import load_tokenizer, scripted_runtime
 
 MB = 2**20
 LONG_CHARS = 300_000
@@ -140,63 +144,36 @@ async def agent_turn(turn: dict) -> dict:
 
 
 async def agent_main() -> None:
-    loop, running = asyncio.get_running_loop(), set()
     out = open(os.environ[OUT], "a")
 
-    async def answer(turn: dict) -> None:
-        reply = {"episode_id": turn["episode_id"], "user_turn": turn["user_turn"], "answer": ""}
-        try:
-            result = await agent_turn(turn)
-        except Exception as exc:  # the trainer ends the episode as an error, with this
-            reply["error"] = f"{type(exc).__name__}: {exc}"
-        else:
-            out.write(json.dumps({"episode_id": turn["episode_id"], **result}) + "\n")
-            out.flush()
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    async def recorded(turn: dict) -> str:  # what the agent saw goes to the results file
+        result = await agent_turn(turn)
+        out.write(json.dumps({"episode_id": turn["episode_id"], **result}) + "\n")
+        out.flush()
+        return ""
 
-    while line := await loop.run_in_executor(None, sys.stdin.readline):
-        message = json.loads(line)
-        if message["type"] == "hello":  # the trainer's handshake (rollout/gateway/process_agent.py)
-            sys.stdout.write(json.dumps({"type": "ready", "protocol": 1}) + "\n")
-            sys.stdout.flush()
-        elif message["type"] == "turn":
-            task = asyncio.ensure_future(answer(message))
-            running.add(task)
-            task.add_done_callback(running.discard)
-    await asyncio.gather(*running)
+    await serve_turns(recorded)
 
 
 # -- the trainer side ----------------------------------------------------------------------------
 async def bench(args, out: Path) -> int:
     from aworld_train.rollout.episodes import llm_call
     from aworld_train.rollout.episodes.batch import run_episodes
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.episodes.settings import RolloutSettings
     from aworld_train.rollout.episodes.trajectory import Task
     from aworld_train.rollout.gateway.process_agent import ProcessAgent
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     if args.on_loop:  # every prompt tokenized on the episodes' loop, as before the thread
         llm_call._THREAD_CHARS = float("inf")
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
-    policy = ScriptedPolicy(tokenizer, lambda ids: "ok", tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    tokenizer = load_tokenizer()
     agent = ProcessAgent(name="edges", command=[sys.executable, __file__, "--agent"], env={OUT: str(out)})
+    # wide: the long prompt fits its budget; one policy, whose record of every call is not the gateway's
+    tight = scripted_runtime(
+        tokenizer, lambda ids: "ok", max_assistant_turns=256, max_total_tokens=8192, concurrency=64
+    )
+    wide = replace(tight, settings=tight.settings.model_copy(update={"max_total_tokens": 65536}))
+    policy = tight.policy
 
-    def runtime(budget: int) -> RolloutRuntime:
-        cfg = RolloutSettings(
-            max_assistant_turns=256, tool_block="never", max_total_tokens=budget, concurrency=64
-        )
-        return RolloutRuntime(
-            policy, ChatRenderer(tokenizer, tool_block="never"), stop_token_ids(tokenizer), cfg
-        )
-
-    tight, wide = runtime(8192), runtime(65536)  # wide: the long prompt fits its budget
-
-    async def episodes(actions: list[str], rt: RolloutRuntime) -> None:
+    async def episodes(actions: list[str], rt) -> None:
         trajs = await run_episodes(agent, [Task(f"{a}{i}", [a]) for i, a in enumerate(actions)], rt)
         bad = {t.status for t in trajs} - {"ok"}
         if bad:
@@ -206,22 +183,22 @@ async def bench(args, out: Path) -> int:
         await episodes(["sizes"], tight)
         await episodes(["crowd"], tight)
         await episodes(["four"] * 64, tight)
+        policy.prompts.clear(), policy.generations.clear()
 
     await round_()  # warm-up
-    (
-        policy.prompts.clear(),
-        policy.generations.clear(),
-    )  # the scripted policy keeps every call: not the gateway's
     before = rss_mb()
     for _ in range(args.rounds):
         await round_()
-        policy.prompts.clear(), policy.generations.clear()
     after = rss_mb()
-    warm_lines = 1 + 1 + 64  # the warm-up round's turns
     await episodes(["pings"], wide)
     await episodes(["long", "pings"], wide)
+    warm_lines = 1 + 1 + 64  # the warm-up round's turns
+    report(args, [json.loads(line) for line in out.read_text().splitlines()][warm_lines:], before, after)
+    return 1 if after - before > args.rss_bound_mb else 0
 
-    results = [json.loads(line) for line in out.read_text().splitlines()][warm_lines:]
+
+def report(args, results: list[dict], before: float, after: float) -> None:
+    """Every answer's status, the RSS across the rounds, another session's calls beside a long prompt."""
     statuses = Counter(tuple(s) for r in results for s in r.get("statuses", []))
     alone, beside = [r["pings"] for r in results if "pings" in r]
     code, seconds = next(r["long"] for r in results if "long" in r)
@@ -237,7 +214,6 @@ async def bench(args, out: Path) -> int:
         f"{'on the loop' if args.on_loop else 'on a thread'}) p50 {1000 * statistics.median(beside):.1f} "
         f"max {1000 * max(beside):.1f}"
     )
-    return 1 if after - before > args.rss_bound_mb else 0
 
 
 def main() -> None:

@@ -307,6 +307,41 @@ class ContainerGateway:
         return f"compose down: {len(left.split()) if left else 0} containers left"
 
 
+def measure(gateway, count: int, args) -> None:
+    """One measured round of `count` episodes: its line, the mean time of each step, its problems."""
+    before, tools_before = gateway.stats(), gateway.tools_cpu()
+    client_before = resource.getrusage(resource.RUSAGE_SELF)
+    steps: dict[str, list[float]] = {step: [] for step in STEPS}
+    started = time.perf_counter()
+    times, problems, peak = asyncio.run(
+        measured_round(gateway.url, gateway.base, count, gateway, args.round_limit_s, steps)
+    )
+    wall = time.perf_counter() - started
+    client_after = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(args.settle_s)
+    after, tools_after = gateway.stats(), gateway.tools_cpu()
+    failed = sum(p.startswith("failed") for p in problems)
+    crosstalk = sum(p.startswith("cross-talk") for p in problems)
+    p50 = statistics.median(times) if times else float("nan")
+    p99 = sorted(times)[int(0.99 * (len(times) - 1))] if times else float("nan")
+    cpu = (after["cpu"] - before["cpu"]) / count * 1000
+    tools = (tools_after - tools_before) / count * 1000
+    client = sum(
+        getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime")
+    ) / count * 1000  # fmt: skip
+    print(
+        f"{count:>8} | {len(times) - crosstalk:>5} {failed:>6} {crosstalk:>6} | "
+        f"{wall:>6.1f} {p50:>6.2f} {p99:>6.2f} | {cpu:>7.1f} {tools:>6.1f} {client:>6.1f}           | "
+        f"{before['rss']:>17.0f} / {peak:>6.0f} / {after['rss']:>6.0f} | "
+        f"{after['fds'] if after['fds'] >= 0 else '-':>4} {after['children'] if after['children'] >= 0 else '-':>5}",
+        flush=True,
+    )
+    means = ", ".join(f"{k} {statistics.mean(v):.2f}" for k, v in steps.items() if v)
+    print(f"{'':>8}   mean s per step: {means}", flush=True)
+    for problem in problems[:5]:
+        print("   ", problem)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, nargs="+", default=[128, 256, 512, 1024])
@@ -339,37 +374,7 @@ def main() -> None:
             time.sleep(args.settle_s)
         print(header, flush=True)
         for count in args.episodes:
-            before, tools_before = gateway.stats(), gateway.tools_cpu()
-            client_before = resource.getrusage(resource.RUSAGE_SELF)
-            steps: dict[str, list[float]] = {step: [] for step in STEPS}
-            started = time.perf_counter()
-            times, problems, peak = asyncio.run(
-                measured_round(url, base, count, gateway, args.round_limit_s, steps)
-            )
-            wall = time.perf_counter() - started
-            client_after = resource.getrusage(resource.RUSAGE_SELF)
-            time.sleep(args.settle_s)
-            after, tools_after = gateway.stats(), gateway.tools_cpu()
-            failed = sum(p.startswith("failed") for p in problems)
-            crosstalk = sum(p.startswith("cross-talk") for p in problems)
-            p50 = statistics.median(times) if times else float("nan")
-            p99 = sorted(times)[int(0.99 * (len(times) - 1))] if times else float("nan")
-            cpu = (after["cpu"] - before["cpu"]) / count * 1000
-            tools = (tools_after - tools_before) / count * 1000
-            client = sum(
-                getattr(client_after, f) - getattr(client_before, f) for f in ("ru_utime", "ru_stime")
-            ) / count * 1000  # fmt: skip
-            print(
-                f"{count:>8} | {len(times) - crosstalk:>5} {failed:>6} {crosstalk:>6} | "
-                f"{wall:>6.1f} {p50:>6.2f} {p99:>6.2f} | {cpu:>7.1f} {tools:>6.1f} {client:>6.1f}           | "
-                f"{before['rss']:>17.0f} / {peak:>6.0f} / {after['rss']:>6.0f} | "
-                f"{after['fds'] if after['fds'] >= 0 else '-':>4} {after['children'] if after['children'] >= 0 else '-':>5}",
-                flush=True,
-            )
-            means = ", ".join(f"{k} {statistics.mean(v):.2f}" for k, v in steps.items() if v)
-            print(f"{'':>8}   mean s per step: {means}", flush=True)
-            for problem in problems[:5]:
-                print("   ", problem)
+            measure(gateway, count, args)
         health = httpx.get(base + "/health").json()
         print(f"after all rounds: {health['sessions']} sessions open, {health['episodes']} episodes")
     finally:

@@ -1,7 +1,7 @@
 """A long run in one process: does every batch cost what the second one did?
 
 Batches of episodes of the real calculator agent against the calculator MCP server over
-HTTP, with a fake policy (fixed latency, scripted replies, as in `rollout_overhead.py`),
+HTTP, with a fake policy (fixed latency, scripted replies: `scripted.py`),
 each batch in its own event loop as the local backend runs its steps. Printed per batch:
 wall seconds, episodes/s, the process's CPU seconds, RSS, open connections to the server,
 `Sandbox.cleanup` calls per episode, and the sizes of AWorld's process-wide registries
@@ -15,34 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import re
 import time
 
 import psutil
+from scripted import calculator_agent, calculator_script, calculator_task, load_tokenizer, scripted_runtime
 
 SHOWN = ("agents", "sandboxes", "sandbox_workers", "sandbox_loop_tasks", "state_nodes", "event_queues")
-
-
-def fake_policy(tokenizer, latency: float):
-    """Calls the calculator tool for the task's expression, then answers with its result."""
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-
-    def reply(prompt_ids: list[int]) -> str:
-        text = tokenizer.decode(prompt_ids)
-        tail = text[text.rindex("What is") :]
-        results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", tail)
-        if results:
-            return f"The answer is {results[-1]}."
-        expression = re.findall(r"What is ([^?]+)\?", tail)[0]
-        return (
-            "<tool_call>\n"
-            + json.dumps({"name": "calculate", "arguments": {"expression": expression}})
-            + "\n</tool_call>"
-        )
-
-    return ScriptedPolicy(tokenizer, reply, tokenizer.convert_tokens_to_ids("<|im_end|>"), latency_s=latency)
 
 
 def open_connections(port: int) -> int:
@@ -78,6 +57,29 @@ def keep_registries() -> None:
     runtime.release_episode = history_only  # AWorldRun.release looks it up when it runs
 
 
+def run_batch(spec, runtime, b: int, episodes: int, port: int, cleanups: list[int]) -> str:
+    """Batch `b` in an event loop of its own, as the local backend runs a step; its line."""
+    from aworld_train.aworld.framework import registry_sizes
+    from aworld_train.rollout.episodes.batch import run_episodes
+
+    process = psutil.Process()
+    tasks = [calculator_task(b * 1000 + i, f"{b}-{i}") for i in range(episodes)]
+    cleanups[0] = 0
+    cpu = sum(process.cpu_times()[:2])
+    started = time.perf_counter()
+    trajs = asyncio.run(run_episodes(spec, tasks, runtime))
+    seconds = time.perf_counter() - started
+    cpu = sum(process.cpu_times()[:2]) - cpu
+    bad = [t.status for t in trajs if t.status != "ok" or not t.tool_calls]
+    assert not bad, f"batch {b}: {bad[:5]}"
+    sizes = registry_sizes()
+    return (
+        f"{b + 1:>5}{seconds:>8.2f}{len(trajs) / seconds:>7.1f}{cpu:>7.1f}"
+        f"{process.memory_info().rss / 2**20:>8.0f}{open_connections(port):>6}"
+        f"{cleanups[0] / len(trajs):>11.1f}  " + " ".join(f"{sizes[k]:>{len(k)}}" for k in SHOWN)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, default=30)
@@ -89,39 +91,24 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from aworld_train.agents.calculator import build_agent
     from aworld_train.aworld import install
-    from aworld_train.aworld.framework import registry_sizes
-    from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.env.launcher import start_server
-    from aworld_train.inputs.config import RolloutSettings
-    from aworld_train.rollout.episodes.batch import run_episodes
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.episodes.trajectory import Task
-    from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     install()
     if args.keep_registries:
         keep_registries()
     cleanups = count_cleanups()
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
+    tokenizer = load_tokenizer()
     # generous tool and episode limits: a loaded machine must not turn slow calls into failed episodes
-    settings = RolloutSettings(
-        tool_block="never", concurrency=args.concurrency, episode_timeout_s=600, tool_timeout_s=300
+    runtime = scripted_runtime(
+        tokenizer,
+        calculator_script(tokenizer),
+        args.latency,
+        concurrency=args.concurrency,
+        episode_timeout_s=600,
+        tool_timeout_s=300,
     )
-    runtime = RolloutRuntime(
-        fake_policy(tokenizer, args.latency),
-        ChatRenderer(tokenizer, tool_block="never"),
-        stop_token_ids(tokenizer),
-        settings,
-    )
-    process = psutil.Process()
-    with start_server("calculator") as server:
-        os.environ["CALCULATOR_MCP_URL"] = server.url
+    with calculator_agent() as (spec, server):
         port = int(re.findall(r":(\d+)", server.url)[0])
-        spec = load_agent_spec(build_agent(url=server.url)).model_copy(update={"few_shot": []})
         print(
             f"{args.batches} batches of {args.episodes} episodes at concurrency {args.concurrency}, "
             f"fake model {args.latency * 1000:.0f} ms per call"
@@ -132,25 +119,7 @@ def main() -> None:
             + " ".join(SHOWN)
         )
         for b in range(args.batches):
-            tasks = [
-                Task(f"{b}-{i}", [f"What is {b * 1000 + i} * 7?"], ground_truth=(b * 1000 + i) * 7)
-                for i in range(args.episodes)
-            ]
-            cleanups[0] = 0
-            cpu = sum(process.cpu_times()[:2])
-            started = time.perf_counter()
-            trajs = asyncio.run(run_episodes(spec, tasks, runtime))
-            seconds = time.perf_counter() - started
-            cpu = sum(process.cpu_times()[:2]) - cpu
-            bad = [t.status for t in trajs if t.status != "ok" or not t.tool_calls]
-            assert not bad, f"batch {b}: {bad[:5]}"
-            sizes = registry_sizes()
-            print(
-                f"{b + 1:>5}{seconds:>8.2f}{len(trajs) / seconds:>7.1f}{cpu:>7.1f}"
-                f"{process.memory_info().rss / 2**20:>8.0f}{open_connections(port):>6}"
-                f"{cleanups[0] / len(trajs):>11.1f}  " + " ".join(f"{sizes[k]:>{len(k)}}" for k in SHOWN),
-                flush=True,
-            )
+            print(run_batch(spec, runtime, b, args.episodes, port, cleanups), flush=True)
 
 
 if __name__ == "__main__":

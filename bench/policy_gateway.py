@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import resource
 import sys
 import time
+
+from agent_process import serve_turns
+from scripted import load_tokenizer, scripted_runtime
 
 TOOLS = [
     {
@@ -85,27 +87,7 @@ async def httpx_turn(turn: dict, calls: int) -> str:
 
 async def agent_main(calls: int, client: str) -> None:
     run_turn = sdk_turn if client == "sdk" else httpx_turn
-    loop, running = asyncio.get_running_loop(), set()
-
-    async def answer(turn: dict) -> None:
-        reply = {"episode_id": turn["episode_id"], "user_turn": turn["user_turn"]}
-        try:
-            reply["answer"] = await run_turn(turn, calls)
-        except Exception as exc:
-            reply["error"] = f"{type(exc).__name__}: {exc}"
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-
-    while line := await loop.run_in_executor(None, sys.stdin.readline):
-        message = json.loads(line)
-        if message["type"] == "hello":  # the trainer's handshake (rollout/gateway/process_agent.py)
-            sys.stdout.write(json.dumps({"type": "ready", "protocol": 1}) + "\n")
-            sys.stdout.flush()
-        elif message["type"] == "turn":
-            task = asyncio.ensure_future(answer(message))
-            running.add(task)
-            task.add_done_callback(running.discard)
-    await asyncio.gather(*running)
+    await serve_turns(lambda turn: run_turn(turn, calls))
 
 
 # -- the trainer side -------------------------------------------------------------------------
@@ -165,22 +147,16 @@ def cpu_s(who: int) -> float:
 
 
 async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer) -> dict:
-    from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.batch import run_episodes
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.trajectory import Task
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
-    stops = stop_token_ids(tokenizer)
-    policy = ScriptedPolicy(
-        tokenizer, script(tokenizer, calls), tokenizer.convert_tokens_to_ids("<|im_end|>")
+    runtime = scripted_runtime(
+        tokenizer,
+        script(tokenizer, calls),
+        concurrency=concurrency,
+        max_assistant_turns=calls + 1,
+        max_new_tokens=64,
     )
-    rollout = RolloutSettings(
-        concurrency=concurrency, max_assistant_turns=calls + 1, tool_block="never", max_new_tokens=64
-    )
-    runtime = RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block="never"), stops, rollout)
     tasks = [Task(f"t{i}", [f"Task {i}: what is 6 * 7?"]) for i in range(episodes)]
     cpu, wall = cpu_s(resource.RUSAGE_SELF), time.perf_counter()
     trajs = await run_episodes(agent, tasks, runtime)
@@ -195,9 +171,8 @@ async def measure(agent, episodes: int, concurrency: int, calls: int, tokenizer)
 async def bench(args) -> None:
     from aworld_train.rollout.gateway.process_agent import ProcessAgent, agent_process
     from aworld_train.rollout.gateway.server import gateway
-    from aworld_train.rollout.policies.models import load_tokenizer
 
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
+    tokenizer = load_tokenizer()
     local = InProcessAgent(args.calls)
     await measure(local, 4, 4, args.calls, tokenizer)  # warm-up: imports, the template's first renders
     rows = []

@@ -20,18 +20,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import os
 import pstats
-import re
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from scripted import calculator_agent, calculator_script, calculator_task, load_tokenizer, scripted_runtime
+
 # (component, substrings of a code object's file name or of a builtin's name), first match wins
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
-    ("fake policy (the bench's model)", ("rollout_profile.py", "rollout/policies/client.py")),
+    ("fake policy (the bench's model)", ("bench/scripted.py", "rollout/policies/client.py")),
     ("tool-call parsing", ("aworld_train/rollout/tool_parser", "train/rollout/tool_parser")),
     (
         "ledger and chat template",
@@ -149,22 +149,6 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def calculator_script(tokenizer):
-    """Replies of a model that calls the calculator once and then answers with its result."""
-
-    def step(prompt_ids: list[int]) -> str:
-        text = tokenizer.decode(prompt_ids)
-        tail = text[text.rindex("What is") :]
-        results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", tail)
-        if results:
-            return f"The answer is {results[-1]}."
-        expression = re.findall(r"What is ([^?]+)\?", tail)[0]
-        call = json.dumps({"name": "calculate", "arguments": {"expression": expression}})
-        return f"<tool_call>\n{call}\n</tool_call>"
-
-    return step
-
-
 def sandbox_loops() -> list:
     from aworld.sandbox.runtime.loop_pool import SandboxLoopPool
 
@@ -173,13 +157,12 @@ def sandbox_loops() -> list:
 
 async def episodes(spec, runtime, n: int, concurrency: int, offset: int) -> list:
     from aworld_train.rollout.episodes.episode import Episode
-    from aworld_train.rollout.episodes.trajectory import Task
 
     limit = asyncio.Semaphore(concurrency)
 
     async def one(i: int):
         async with limit:
-            return await Episode(spec, Task(str(i), [f"What is {i} * 7?"], ground_truth=i * 7), runtime).run()
+            return await Episode(spec, calculator_task(i), runtime).run()
 
     trajs = await asyncio.gather(*(one(offset + i) for i in range(n)))
     bad = [t.status for t in trajs if t.status != "ok" or not t.tool_calls]
@@ -224,59 +207,32 @@ async def _disable(prof: cProfile.Profile) -> None:
     prof.disable()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
-    parser.add_argument("--latency", type=float, default=0.05, help="scripted model latency per call, s")
-    parser.add_argument("--episodes-at-1", type=int, default=16)
-    args = parser.parse_args()
+def measure(spec, server, concurrency: int, n: int, latency: float, offset: int) -> tuple:
+    """One concurrency's row: wall, this process's CPU and the server's, unprofiled; then the CPU
+    by component, profiled. Each run takes fresh episode ids from `offset` on (3 x n of them)."""
+    tokenizer = load_tokenizer()
 
-    from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.env.launcher import start_server
-    from aworld_train.inputs.config import RolloutSettings
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
+    def runtime():
+        script = calculator_script(tokenizer)
+        return scripted_runtime(tokenizer, script, latency, concurrency=concurrency, episode_timeout_s=600)
 
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
-    stops = stop_token_ids(tokenizer)
-    rows = []
-    with start_server("calculator") as server:
-        os.environ["CALCULATOR_MCP_URL"] = server.url
-        spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
-        offset = 0
-        for concurrency in args.concurrency:
-            n = args.episodes_at_1 if concurrency == 1 else concurrency
-            settings = RolloutSettings(tool_block="never", concurrency=concurrency, episode_timeout_s=600)
+    asyncio.run(episodes(spec, runtime(), min(n, 4), concurrency, offset))  # warm-up
+    cpu0, server0, wall0 = time.process_time(), process_cpu(server.process.pid), time.perf_counter()
+    trajs = asyncio.run(episodes(spec, runtime(), n, concurrency, offset + n))
+    wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0
+    server_cpu = process_cpu(server.process.pid) - server0
+    threading.setprofile(None)
+    stats = run_profiled(spec, runtime(), n, concurrency, offset + 2 * n).stats  # type: ignore[attr-defined]
+    debug: dict | None = {} if os.environ.get("PROFILE_DEBUG") else None
+    parts = attribute(stats, debug)
+    for key, secs in sorted((debug or {}).items(), key=lambda kv: -kv[1])[:30]:
+        print(f"{secs:8.3f} {key}  callers: {list(stats[key][4])[:3]}")
+    return (concurrency, n, wall, cpu, server_cpu, parts, trajs)
 
-            def runtime(settings=settings):
-                policy = ScriptedPolicy(tokenizer, calculator_script(tokenizer), stops[0], args.latency)
-                return RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block="never"), stops, settings)
 
-            asyncio.run(episodes(spec, runtime(), min(n, 4), concurrency, offset))  # warm-up
-            offset += n
-            cpu0, server0, wall0 = time.process_time(), process_cpu(server.process.pid), time.perf_counter()
-            trajs = asyncio.run(episodes(spec, runtime(), n, concurrency, offset))
-            wall = time.perf_counter() - wall0
-            cpu = time.process_time() - cpu0
-            server_cpu = process_cpu(server.process.pid) - server0
-            offset += n
-            threading.setprofile(None)
-            stats = run_profiled(spec, runtime(), n, concurrency, offset).stats  # type: ignore[attr-defined]
-            offset += n
-            debug: dict | None = {} if os.environ.get("PROFILE_DEBUG") else None
-            parts = attribute(stats, debug)
-            for key, secs in sorted((debug or {}).items(), key=lambda kv: -kv[1])[:30]:
-                print(f"{secs:8.3f} {key}  callers: {list(stats[key][4])[:3]}")
-            rows.append((concurrency, n, wall, cpu, server_cpu, parts, trajs))
-
-    calls = 2
-    print(
-        f"scripted model latency {args.latency * 1000:.0f} ms per call; {calls} LLM calls, 1 tool call/episode"
-    )
+def report(rows: list[tuple], latency: float, calls: int = 2) -> None:
+    print(f"scripted model latency {latency * 1000:.0f} ms per call; {calls} LLM calls, 1 tool call/episode")
     labels = [label for label, _ in COMPONENTS] + [OTHER]
     header = f"{'client CPU ms per episode':<46}" + "".join(f"{f'c={r[0]}':>10}" for r in rows)
     print(header)
@@ -299,8 +255,23 @@ def main() -> None:
     print(f"{'episodes/s (unprofiled)':<46}" + "".join(f"{r[1] / r[2]:>10.2f}" for r in rows))
     for concurrency, n, wall, *_ in rows:
         if concurrency == 1:
-            per_turn = (wall / n - calls * args.latency) / calls
+            per_turn = (wall / n - calls * latency) / calls
             print(f"per-turn overhead at concurrency 1: {per_turn * 1000:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--latency", type=float, default=0.05, help="scripted model latency per call, s")
+    parser.add_argument("--episodes-at-1", type=int, default=16)
+    args = parser.parse_args()
+    rows, offset = [], 0
+    with calculator_agent() as (spec, server):
+        for concurrency in args.concurrency:
+            n = args.episodes_at_1 if concurrency == 1 else concurrency
+            rows.append(measure(spec, server, concurrency, n, args.latency, offset))
+            offset += 3 * n
+    report(rows, args.latency)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from rollout_profile import calculator_script  # noqa: E402
+from scripted import calculator_agent, calculator_script, calculator_task, load_tokenizer, scripted_runtime
 
 
 def main() -> None:
@@ -29,31 +25,21 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="scripted model latency per call, s")
     args = parser.parse_args()
 
-    from aworld_train.agents.calculator import build_agent
-    from aworld_train.aworld.specs import load_agent_spec
-    from aworld_train.env.launcher import start_server
-    from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.batch import run_episodes
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.episodes.trajectory import Task
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
-    tokenizer = load_tokenizer("embedded:smollm2-135m")
-    stops = stop_token_ids(tokenizer)
+    tokenizer = load_tokenizer()
     rows = []
-    with start_server("calculator") as server:
-        os.environ["CALCULATOR_MCP_URL"] = server.url
-        spec = load_agent_spec(build_agent()).model_copy(update={"few_shot": []})
+    with calculator_agent() as (spec, _):
         for workers in args.workers:
-            settings = RolloutSettings(
-                tool_block="never", concurrency=args.concurrency, workers=workers, episode_timeout_s=600
+            runtime = scripted_runtime(
+                tokenizer,
+                calculator_script(tokenizer),
+                args.latency,
+                concurrency=args.concurrency,
+                workers=workers,
+                episode_timeout_s=600,
             )
-            policy = ScriptedPolicy(tokenizer, calculator_script(tokenizer), stops[0], args.latency)
-            runtime = RolloutRuntime(policy, ChatRenderer(tokenizer, tool_block="never"), stops, settings)
-            tasks = [Task(str(i), [f"What is {i} * 7?"], ground_truth=i * 7) for i in range(args.episodes)]
+            tasks = [calculator_task(i) for i in range(args.episodes)]
             try:
                 asyncio.run(run_episodes(spec, tasks[: 2 * workers], runtime))  # start-up, untimed
                 started = time.perf_counter()

@@ -1,24 +1,47 @@
 """One `aworld-train run` of a config under a seed, in its own process, measured: what the paired
-benches (team_policies.py, credit.py) compare."""
+benches (learning.py, team_policies.py, credit.py) compare. Every engine's run is read the same
+way, from its run folder's token files (evaluation/run_summary.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from aworld_train.evaluation.run_summary import eval_curve, held_out_figures
+from aworld_train.rollout.samples.token_log import PART_GLOB, TOKENS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def sampled_tokens(run_dir: Path) -> int:
+    """Tokens the policy sampled in the run's training steps (what the learner was given)."""
+    import pyarrow.parquet as pq
+
+    return sum(
+        sum(pq.read_table(part, columns=["sampled_tokens"]).column("sampled_tokens").to_pylist())
+        for step in (run_dir / TOKENS_DIR).glob("step_*")
+        for part in step.glob(PART_GLOB)
+    )
+
+
 def run_config(
-    config: str, seed: int, steps: int, out: Path, overrides: Sequence[str] = (), name: str | None = None
+    config: str,
+    seed: int,
+    steps: int,
+    out: Path,
+    overrides: Sequence[str] = (),
+    name: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict:
-    """Held-out accuracy before and after, the train reward per step, wall time and peak RSS
-    (/usr/bin/time: the run's alone). Exits naming the run where it fails."""
+    """Held-out accuracy before and after (and at every evaluation between), the train reward per
+    step, sampled tokens, wall time and peak RSS (/usr/bin/time: the run's process tree's largest
+    process). Exits naming the run where it fails."""
     run_dir = out / f"{name or Path(config).stem}-seed{seed}"
     command = [
         "/usr/bin/time", "-v", sys.executable, "-m", "aworld_train.facade.cli", "run", config,
@@ -26,21 +49,26 @@ def run_config(
         *overrides,
     ]  # fmt: skip
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(
             f"{name or config} seed {seed} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
     peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    evals = [row for row in rows if row.get("phase") == "eval"]
+    figures = held_out_figures(run_dir, 1)
+    metrics = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.is_file() else []
     return {
         "config": name or config,
         "seed": seed,
-        "before": evals[0]["accuracy"],
-        "after": evals[-1]["accuracy"],
+        "before": figures["before"].accuracy if figures["before"] else None,
+        "after": figures["after"].accuracy if figures["after"] else None,
+        "eval_curve": [(step, f.accuracy) for step, f in eval_curve(run_dir, 1)],
         "curve": [row["reward_mean"] for row in rows if "reward_mean" in row and row.get("phase") != "eval"],
+        "sampled_tokens": sampled_tokens(run_dir),
         "wall_s": wall,
         "peak_mb": peak_kb / 1024,
     }

@@ -92,6 +92,81 @@ def folder_size(path: Path, skip: tuple[str, ...] = ()) -> int:
     )
 
 
+# bytes the page fetched since the last clear: the document and every resource
+FETCHED = (
+    "() => [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]"
+    ".reduce((n, e) => n + e.encodedBodySize, 0)"
+)
+
+
+class Page:
+    """The browser's page on the viewer at `url`, and the time from an action to a view drawn."""
+
+    def __init__(self, page, url: str) -> None:
+        self.page, self.url = page, url
+
+    def timed(self, action, selector=None, changed=None) -> float:
+        """Seconds from `action` to `selector` shown, or to the text of `changed` differing."""
+        before = self.page.inner_text(changed) if changed else None
+        started = time.perf_counter()
+        action()
+        if changed:
+            self.page.wait_for_function(
+                "([s, old]) => document.querySelector(s) && document.querySelector(s).textContent !== old",
+                arg=[changed, before],
+            )
+        else:
+            self.page.wait_for_selector(selector)
+        return time.perf_counter() - started
+
+
+def overview_figures(view: Page, repeat: int) -> dict:
+    """The overview's first opening (the server reads the run's indexes), later ones, its bytes."""
+    page, url, overview = view.page, view.url, []
+    for i in range(repeat):
+        overview.append(
+            view.timed(
+                lambda i=i: page.goto(f"{url}?load={i}#/r/0", wait_until="commit"),
+                "#steps tbody tr[data-set]",
+            )
+        )
+        page.wait_for_load_state("networkidle")
+    return {
+        "overview_first_s": overview[0],
+        "overview_s": statistics.median(overview[1:] or overview),
+        "overview_bytes": page.evaluate(FETCHED),
+    }
+
+
+def step_figures(view: Page, step: str, repeat: int) -> dict:
+    """A step's groups and episode list, one episode token by token, and a text search."""
+    page, url = view.page, view.url
+    groups, episodes, opened, search, figures = [], [], [], [], {"step": step}
+    for i in range(repeat):  # a fresh page each time: no filter left from the last search
+        groups.append(
+            view.timed(lambda i=i: page.goto(f"{url}?open={i}#/r/0/s/{step}/groups"), ".group .member")
+        )
+        episodes.append(view.timed(lambda: page.goto(f"{url}#/r/0/s/{step}/episodes"), "#episodes tbody tr"))
+        row = page.locator("#episodes tbody tr >> nth=0")
+        page.evaluate("() => performance.clearResourceTimings()")
+        opened.append(view.timed(row.click, ".tokens .tok"))
+        figures["episode_bytes"] = page.evaluate(
+            "() => performance.getEntriesByType('resource').reduce((n, e) => n + e.encodedBodySize, 0)"
+        )
+        figures["episode_tokens"] = page.locator(".tokens .tok").count()
+        page.goto(f"{url}?open={i}#/r/0/s/{step}/episodes")
+        page.wait_for_selector("#filters")
+        page.fill("#filters input[name=q]", "The answer is 7")
+        search.append(view.timed(lambda: page.click("#filters button"), changed="#matched"))
+    return figures | {
+        "groups_s": statistics.median(groups),
+        "episode_list_s": statistics.median(episodes),
+        "open_episode_first_s": opened[0],
+        "open_episode_s": statistics.median(opened),
+        "search_s": statistics.median(search),
+    }
+
+
 def measure(run: Path, repeat: int) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -102,74 +177,15 @@ def measure(run: Path, repeat: int) -> dict:
     )
     url = server.stdout.readline().split()[2]
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    figures: dict = {}
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            # bytes the page fetched since the last clear: the document and every resource
-            fetched = (
-                "() => [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]"
-                ".reduce((n, e) => n + e.encodedBodySize, 0)"
-            )
-
-            def timed(action, selector=None, changed=None) -> float:
-                before = page.inner_text(changed) if changed else None
-                started = time.perf_counter()
-                action()
-                if changed:
-                    page.wait_for_function(
-                        "([s, old]) => document.querySelector(s) && document.querySelector(s).textContent !== old",
-                        arg=[changed, before],
-                    )
-                else:
-                    page.wait_for_selector(selector)
-                return time.perf_counter() - started
-
-            overview = []
-            for i in range(repeat):
-                overview.append(
-                    timed(
-                        lambda i=i: page.goto(f"{url}?load={i}#/r/0", wait_until="commit"),
-                        "#steps tbody tr[data-set]",
-                    )
-                )
-                page.wait_for_load_state("networkidle")
-            # the first opening reads the run's indexes; later ones find them cached
-            figures["overview_first_s"] = overview[0]
-            figures["overview_s"] = statistics.median(overview[1:] or overview)
-            figures["overview_bytes"] = page.evaluate(fetched)
-            sets = page.eval_on_selector_all(
+            view = Page(browser.new_page(viewport={"width": 1400, "height": 1000}), url)
+            figures = overview_figures(view, repeat)
+            sets = view.page.eval_on_selector_all(
                 "#steps tbody tr[data-set]", "rows => rows.map(r => r.dataset.set)"
             )
-            step = sets[len(sets) // 2]
-            groups, episodes, opened, search = [], [], [], []
-            for i in range(repeat):  # a fresh page each time: no filter left from the last search
-                groups.append(
-                    timed(lambda i=i: page.goto(f"{url}?open={i}#/r/0/s/{step}/groups"), ".group .member")
-                )
-                episodes.append(
-                    timed(lambda: page.goto(f"{url}#/r/0/s/{step}/episodes"), "#episodes tbody tr")
-                )
-                row = page.locator("#episodes tbody tr >> nth=0")
-                page.evaluate("() => performance.clearResourceTimings()")
-                opened.append(timed(row.click, ".tokens .tok"))
-                figures["episode_bytes"] = page.evaluate(
-                    "() => performance.getEntriesByType('resource').reduce((n, e) => n + e.encodedBodySize, 0)"
-                )
-                figures["episode_tokens"] = page.locator(".tokens .tok").count()
-                page.goto(f"{url}?open={i}#/r/0/s/{step}/episodes")
-                page.wait_for_selector("#filters")
-                page.fill("#filters input[name=q]", "The answer is 7")
-                search.append(timed(lambda: page.click("#filters button"), changed="#matched"))
-            figures.update(
-                step=step,
-                groups_s=statistics.median(groups),
-                episode_list_s=statistics.median(episodes),
-                open_episode_first_s=opened[0],
-                open_episode_s=statistics.median(opened),
-                search_s=statistics.median(search),
-            )
+            figures |= step_figures(view, sets[len(sets) // 2], repeat)
             browser.close()
     finally:
         server.terminate()

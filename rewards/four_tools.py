@@ -101,8 +101,18 @@ def parts(trajectory: Any, ground_truth: Any) -> dict[str, float]:
     calls = list(trajectory.tool_calls)
     ok_calls = [c for c in calls if not c.error and c.result is not None]
     answers = turn_answers(trajectory.messages, len(turns))
-
     expected = [(t, e) for t, turn in enumerate(turns) for e in turn.get("calls") or []]
+    return {
+        "tool_call": _tool_call(expected, calls, ok_calls),
+        "necessity": _necessity(turns, calls),
+        "result_use": _result_use(ok_calls, answers, bool(expected)),
+        "answer": _answer(turns, answers),
+        "coherence": _coherence(answers),
+    }
+
+
+def _tool_call(expected: list[tuple[int, dict[str, Any]]], calls: list, ok_calls: list) -> float:
+    """Expected calls made (in their turn, with equal arguments) over the larger of expected and made."""
     unmatched = list(expected)
     matched = 0
     for c in ok_calls:
@@ -113,26 +123,34 @@ def parts(trajectory: Any, ground_truth: Any) -> dict[str, float]:
             unmatched.remove(hit)
             matched += 1
     most = max(len(expected), len(calls))
-    tool_call = matched / most if most else 1.0
+    return matched / most if most else 1.0
 
+
+def _necessity(turns: list[dict[str, Any]], calls: list) -> float:
+    """Per turn, the overlap (Jaccard) of the tools needed and the tools used; their mean."""
     scores = []
     for t, turn in enumerate(turns):
         needed = {e["name"] for e in turn.get("calls") or []}
         used = {c.name for c in calls if c.user_turn == t}
         scores.append(1.0 if not needed | used else len(needed & used) / len(needed | used))
-    necessity = sum(scores) / len(scores) if scores else 1.0
+    return sum(scores) / len(scores) if scores else 1.0
 
+
+def _result_use(ok_calls: list, answers: list[str | None], expected_any: bool) -> float:
+    """The share of numeric tool results whose number the turn's answer repeats."""
     with_numbers = [c for c in ok_calls if numbers(c.result)]
-    if with_numbers:
-        used_results = 0
-        for c in with_numbers:
-            answer = answers[c.user_turn] if c.user_turn < len(answers) else None
-            said = numbers(answer or "")
-            used_results += any(_same_number(a, b) for a in numbers(c.result) for b in said)
-        result_use = used_results / len(with_numbers)
-    else:
-        result_use = 0.0 if expected else 1.0
+    if not with_numbers:
+        return 0.0 if expected_any else 1.0
+    used_results = 0
+    for c in with_numbers:
+        answer = answers[c.user_turn] if c.user_turn < len(answers) else None
+        said = numbers(answer or "")
+        used_results += any(_same_number(a, b) for a in numbers(c.result) for b in said)
+    return used_results / len(with_numbers)
 
+
+def _answer(turns: list[dict[str, Any]], answers: list[str | None]) -> float:
+    """The share of graded turns whose answer holds the expected number (or text)."""
     graded = [(answers[t], turn["answer"]) for t, turn in enumerate(turns) if turn.get("answer") is not None]
     right = 0
     for said, wanted in graded:
@@ -143,20 +161,16 @@ def parts(trajectory: Any, ground_truth: Any) -> dict[str, float]:
             right += any(_same_number(wanted_numbers[0], n) for n in numbers(said))
         else:
             right += str(wanted).strip().lower() in said.lower()
-    answer = right / len(graded) if graded else 1.0
+    return right / len(graded) if graded else 1.0
 
+
+def _coherence(answers: list[str | None]) -> float:
+    """The share of turns answered in plain text: not empty, not too long, no call markup."""
     fine = [
         a is not None and a.strip() != "" and len(a) <= MAX_ANSWER_CHARS and not any(m in a for m in _MARKUP)
         for a in answers
     ]
-    coherence = sum(fine) / len(fine) if fine else 0.0
-    return {
-        "tool_call": tool_call,
-        "necessity": necessity,
-        "result_use": result_use,
-        "answer": answer,
-        "coherence": coherence,
-    }
+    return sum(fine) / len(fine) if fine else 0.0
 
 
 def five_part_reward(

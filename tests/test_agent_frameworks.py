@@ -29,6 +29,7 @@ from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.gateway.process_agent import ProcessAgent
 from aworld_train.rollout.policies.client import ScriptedPolicy
 from aworld_train.rollout.policies.models import load_model
+from aworld_train.rollout.samples.codec import episode_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "calculator_gateway"
@@ -122,6 +123,38 @@ async def test_each_framework_trains_unchanged_with_an_exact_record(
         assert traj.final_answer == "1776"
     else:
         assert [c.result for c in traj.tool_calls] == ["1776"]  # its function_call_output came back
+
+
+class InventingScript(ScriptedPolicy):
+    """Calls a tool no agent offers, by a name it made up, as a small model sometimes does."""
+
+    CALL = '"add_minus_2_96", "arguments": {"a": 37, "b": 48}}\n</tool_call>'
+
+    def __init__(self, tokenizer, im_end) -> None:
+        super().__init__(tokenizer, self.reply, im_end)
+
+    def reply(self, ids: list[int]) -> str:
+        if self.tokenizer.decode(ids).endswith('{"name": "'):  # a forced call: the policy writes the name
+            return self.CALL[1:]
+        return '<tool_call>\n{"name": ' + self.CALL
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_tool_name_the_policy_invents_ends_the_episode_malformed_whatever_the_framework(
+    framework, calculator_server, tokenizer, im_end, make_runtime
+):
+    """Passed on, the call would make the OpenAI Agents SDK raise (`ModelBehaviorError: Tool
+    add_minus_2_96 not found`) and the episode end as an error, which trains nothing; the gateway
+    never passes it on, so the episode is the policy's malformed call, trained at reward 0 where
+    rollout.train_on_malformed says so."""
+    policy = InventingScript(tokenizer, im_end)
+    agent = framework_agent(framework, calculator_server.url)
+    traj = await Episode(agent, TASK, make_runtime(policy, max_assistant_turns=8), REWARD).run()
+    assert traj.status == "malformed_tool_call", traj.error
+    assert traj.error.startswith("the turn calls 'add_minus_2_96', not among the call's tools (calculate")
+    assert traj.reward == 0.0 and traj.tool_calls == [] and len(policy.generations) == 1
+    assert episode_samples(traj, train_on_malformed=True).trainable
+    assert not episode_samples(traj, train_on_malformed=False).trainable
 
 
 def recorded_and_recomputed(

@@ -38,6 +38,20 @@ def workflow_kwargs(run) -> dict:
     return yaml.safe_load((run.folder / "workflow.yaml").read_text())["kwargs"]
 
 
+def rendered(run, key: str):
+    """An AReaL key of the final config; `workflow:`, `eval:`, `held_out:` keys are our workflow's
+    kwargs, its evaluation's and the trainer's evaluations (workflow.yaml)."""
+    section, _, name = key.rpartition(":")
+    if not section:
+        return get(run.final, key)
+    workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    return {
+        "workflow": workflow["kwargs"],
+        "eval": workflow["eval_kwargs"],
+        "held_out": workflow["held_out"],
+    }[section][name]
+
+
 # -- translation ----------------------------------------------------------------------------------
 
 
@@ -100,7 +114,10 @@ COMMON = [
     ("trainer.save_every=7", "saver.freq_steps", 7),
     ("trainer.save_every=0", "saver.freq_steps", None),
     ("trainer.eval_every=3", "evaluator.freq_steps", 3),
-    ("trainer.eval_before=false", "evaluator.eval_before_train", False),
+    ("trainer.eval_k=3", "eval:group_size", 3),
+    ("trainer.eval_temperature=0.2", "eval_gconfig.temperature", 0.2),
+    ("trainer.eval_before=false", "held_out:before", False),
+    ("trainer.eval_after=false", "held_out:after", False),
     ("trainer.seed=11", "seed", 11),
 ]
 
@@ -109,8 +126,68 @@ COMMON = [
 def test_every_common_key_is_translated(tmp_path, override, key, expected):
     overrides = [override] + (["data.batch_size=2"] if key == "total_train_epochs" else [])
     run = _render(trainer_for(tmp_path, {"backend": "areal"}, overrides=overrides))
-    value = workflow_kwargs(run)[key[9:]] if key.startswith("workflow:") else get(run.final, key)
+    value = rendered(run, key)
     assert value == pytest.approx(expected) if isinstance(expected, float) else value == expected
+
+
+def test_areals_evaluator_is_rendered_from_the_held_out_settings(tmp_path):
+    """One held-out evaluation on every engine: AReaL's evaluation samples k times a task under each
+    held-out seed, at the held-out temperature and turn limit, generating otherwise as training does;
+    the trainer evaluates before any update and after the last (AReaL's own `eval_before_train`,
+    after the first update, is off), AReaL's evaluator every `eval_every` steps between."""
+    overrides = [
+        "trainer.eval_k=3",
+        "trainer.eval_seeds=[4, 7]",
+        "trainer.eval_temperature=0.2",
+        "trainer.eval_max_turns=1",
+        "trainer.eval_every=2",
+        "rollout.temperature=0.9",
+        "algorithm.lora.rank=8",
+    ]
+    native = {"gconfig": {"lora_name": "calc"}}  # the adapter the requests name: evaluation's too
+    run = _render(trainer_for(tmp_path, {"backend": "areal", "areal": native}, overrides=overrides))
+    final = run.final
+    assert final["evaluator"] == {**final["evaluator"], "freq_steps": 2, "eval_before_train": False}
+    # AReaL submits each task once (n_samples 1): the workflow runs its k samples
+    assert final["eval_gconfig"] == {**final["gconfig"], "temperature": 0.2}
+    assert final["eval_gconfig"]["lora_name"] == "calc" and final["eval_gconfig"]["n_samples"] == 1
+    workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    assert workflow["held_out"] == {"before": True, "after": True}
+    held = workflow["eval_kwargs"]
+    assert held["group_size"] == 3 and held["eval_seeds"] == [4, 7]
+    trained = workflow["kwargs"]["rollout"]
+    assert held["rollout"] == {**trained, "temperature": 0.2, "max_assistant_turns": 1}
+    assert trained["temperature"] == 0.9
+
+    # the defaults: one sample at the rollout's temperature under the run's seed
+    plain = _render(trainer_for(tmp_path / "plain", {"backend": "areal"}, overrides=["trainer.seed=5"]))
+    held = yaml.safe_load((plain.folder / "workflow.yaml").read_text())["eval_kwargs"]
+    assert held["group_size"] == 1 and held["eval_seeds"] == [5]
+    assert plain.final["eval_gconfig"]["temperature"] == plain.final["gconfig"]["temperature"]
+
+
+def test_a_run_without_test_tasks_evaluates_nothing(tmp_path):
+    """AReaL evaluates its valid dataset: without test tasks it is empty (not the train tasks), and the
+    trainer adds no evaluation; AReaL's own evaluation before training is refused (after an update)."""
+    run = _render(trainer_for(tmp_path, {"backend": "areal"}, test_dataset=None))
+    assert Path(run.final["valid_dataset"]["path"]).read_text() == ""
+    assert yaml.safe_load((run.folder / "workflow.yaml").read_text())["held_out"] == {
+        "before": False,
+        "after": False,
+    }
+    native = {"evaluator": {"eval_before_train": True}}
+    with pytest.raises(ConfigError, match=r"areal\.evaluator\.eval_before_train: .*\(trainer\.eval_before"):
+        _render(trainer_for(tmp_path, {"backend": "areal", "areal": native}))
+
+
+def test_the_entry_point_gives_the_trainer_and_the_evaluation_the_rendered_settings(tmp_path):
+    """main.py: the trainer's class attributes (the mismatch tolerance, the evaluations it adds) and
+    the evaluation's workflow kwargs, as workflow.yaml has them."""
+    from aworld_train.engines.areal.main import trainer_settings
+
+    run = _render(trainer_for(tmp_path, {"backend": "areal"}, overrides=["trainer.eval_before=false"]))
+    workflow = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    assert trainer_settings(workflow) == {"mismatch_tolerance": 0.1, "eval_before": False, "eval_after": True}
 
 
 def test_model_data_and_reward_reach_the_run_folder(tmp_path):

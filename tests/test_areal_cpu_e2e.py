@@ -1,20 +1,26 @@
 """AReaL's own trainer, end to end on a CPU: `aworld-train run` on
-examples/calculator/grpo_areal_cpu.yaml, in the AReaL environment, launches AReaL's
-single-controller PPOTrainer through our entry point (FSDP actor on AReaL's CPU platform and
-gloo, its rollout workers running our AWorldWorkflow against the real calculator MCP server, our
-policy server in SGLang's place) for 3 GRPO steps, off-policy: `algorithm.max_staleness: 2` (AReaL's `rollout.max_head_offpolicyness`)
-lets AReaL sample up to two versions ahead of the weights it trains; with LoRA
-(`algorithm.lora`, AReaL's `actor.use_lora`): the actor trains an adapter, which our server loads after each update and
-samples from on its base. One run, shared by every assertion; a few minutes on 2 cores, hence
-`slow`; it runs last (tests/early_runs.py).
+examples/calculator/grpo_areal_cpu.yaml (the embedded SmolLM2-135M), in the AReaL environment,
+launches AReaL's single-controller PPOTrainer through our entry point (FSDP actor on AReaL's CPU
+platform and gloo, its rollout workers running our AWorldWorkflow against the real calculator MCP
+server, our policy server in SGLang's place) for 2 GRPO steps, off-policy: `algorithm.max_staleness:
+2` (AReaL's `rollout.max_head_offpolicyness`) lets AReaL sample up to two versions ahead of the
+weights it trains; with LoRA (`algorithm.lora`, AReaL's `actor.use_lora`): the actor trains an
+adapter, which our server loads after each update and samples from on its base. The run evaluates
+its held-out tasks (k = 2 under two seeds) before any update and after the last, and ends with the
+held-out line; `aworld-train eval` on the run folder, with the run's config, samples the same tokens
+and gives the same figure as the run's own evaluation after training. One run, shared by every
+assertion; minutes on 2 cores, hence `slow`; it runs last (tests/early_runs.py).
 
-The random tiny model never answers right, so the run's reward is the dense stand-in of the verl
-CPU test (tests/verl_cpu_support.py), which raises for one task: its episodes fail inside the run.
+The run's reward is the dense stand-in of the verl CPU test (tests/verl_cpu_support.py), which
+differs between the samples of a group and raises for one task: its episodes fail inside the run.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import early_runs
@@ -22,23 +28,38 @@ import pytest
 from areal_support import AREAL_PYTHON, needs_areal
 from verl_cpu_support import calculator_rows, cpu_run
 
+from aworld_train.evaluation.run_summary import eval_sets, held_out_figures
+from aworld_train.rollout.policies.models import resolve_model_path
 from aworld_train.rollout.samples.codec import group_advantages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 
 FAILING = {"id": "train-fails", "prompt": "What is 1 + 1?", "ground_truth": -1, "data_source": "calculator"}
+MODEL = "embedded:smollm2-135m"  # the example's own model
+# a cheaper run than the example's: 2 steps of 2 tasks x 2 samples, shorter episodes
+SMALL = (
+    "trainer.steps=2",
+    "algorithm.group_size=2",
+    "data.batch_size=2",
+    "rollout.max_assistant_turns=2",
+    "rollout.max_new_tokens=24",
+    "rollout.temperature=1.0",
+)
 # the facade's staleness bound: AReaL's rollout.max_head_offpolicyness, with its decoupled loss
-OFF_POLICY = ("trainer.steps=3", "algorithm.max_staleness=2")
+OFF_POLICY = ("algorithm.max_staleness=2",)
+# the held-out evaluation: k samples of each test task under each seed, before and after training
+HELD_OUT = ("trainer.eval_k=2", "trainer.eval_seeds=[3, 5]", "data.max_test=2")
+K, SEEDS, TESTS = 2, (3, 5), 2
 # an adapter of rank 8 on every linear layer, at a LoRA learning rate (an adapter starts at zero);
 # every step's adapter saved (small), for the test to recompute what each version sampled, and no
-# recover checkpoint (the base and optimizer state: seconds a step) within the 3 steps
+# recover checkpoint (the base and optimizer state: seconds a step) within the 2 steps
 LORA = (
     "algorithm.lora={rank: 8, alpha: 16}",  # the facade's key: AReaL's actor.use_lora, lora_rank, lora_alpha
     "algorithm.lr=1e-3",
     "trainer.save_every=1",
     "areal.recover.freq_steps=100",
 )
-STEPS = [0, 1, 2]  # AReaL counts its steps from 0
+STEPS = [0, 1]  # AReaL counts its steps from 0
 IMPORTANCE_CAP = 2.0  # algorithm.importance_cap's default: AReaL's actor.rejection_sampling.upper
 # the logprob mismatch of a float32 rollout and trainer on the same weights (a full-weight run's:
 # the server's logprobs against a fresh forward, tests/areal_env/test_areal_cpu_server.py)
@@ -63,9 +84,10 @@ def start_run(tmp: Path) -> early_runs.Started | None:
         return None
     # 4 tasks, 2 a step: the task whose reward fails is among them
     rows = [*calculator_rows(3), json.dumps(FAILING)]
-    command, run_dir, model = cpu_run(
-        AREAL_PYTHON, "examples/calculator/grpo_areal_cpu.yaml", tmp, rows, *OFF_POLICY, *LORA
+    command, run_dir, _ = cpu_run(
+        AREAL_PYTHON, "examples/calculator/grpo_areal_cpu.yaml", tmp, rows, *SMALL, *OFF_POLICY, *LORA
     )
+    command += [f"model={MODEL}", *HELD_OUT]  # after cpu_run's: the example's model, not a tiny one
 
     def collect(returncode: int, log: str) -> dict:
         episodes = run_dir / "episodes.jsonl"
@@ -74,7 +96,7 @@ def start_run(tmp: Path) -> early_runs.Started | None:
             "rc": returncode,
             "log": log,
             "run_dir": run_dir,
-            "model": model,
+            "model": str(resolve_model_path(MODEL)),
             "stats": scalars(run_dir / "tensorboard"),
             "episodes": [json.loads(line) for line in episodes.read_text().splitlines()]
             if episodes.is_file()
@@ -92,7 +114,7 @@ def run(tmp_path_factory):
     return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("areal_cpu"))
 
 
-def test_areals_trainer_finishes_three_steps(run):
+def test_areals_trainer_finishes_two_steps(run):
     assert run["rc"] == 0, run["log"][-4000:]
     assert "aworld_train.engines.areal.main" in run["log"]  # the entry point of a GPU run
     assert "CPU platform" in run["log"] and "CPU policy server" in run["log"]
@@ -149,7 +171,7 @@ def test_only_the_adapter_trained_and_each_version_reached_the_server(run):
     from transformers import AutoModelForCausalLM
 
     saved = checkpoints(run)
-    assert sorted(saved) == [1, 2, 3], saved
+    assert sorted(saved) == [1, 2], saved
     (first,) = run["run_dir"].glob(
         "areal_files/checkpoints/*/*/*/actor/initial_lora/adapter_model.safetensors"
     )
@@ -198,11 +220,11 @@ def test_the_policy_server_serves_each_update(run):
     """AReaL's actor saves its initial adapter, then its adapter after each step, and our server loads
     each (in place of the last), and samples with each version before the next load."""
     loads = run["weight_loads"]
-    assert [(load["event"], load["version"]) for load in loads] == [("adapter", v) for v in (0, 1, 2, 3)]
-    assert [load["adapter"] for load in loads] == [f"default_lora-v{v}" for v in (0, 1, 2, 3)]
+    assert [(load["event"], load["version"]) for load in loads] == [("adapter", v) for v in (0, 1, 2)]
+    assert [load["adapter"] for load in loads] == [f"default_lora-v{v}" for v in (0, 1, 2)]
     assert loads[0]["served_on_previous"]["requests"] == 0  # loaded before the first request
     assert all(load["tensors"] >= 10 and load["served_on_previous"]["requests"] > 0 for load in loads[1:])
-    assert [load["served_on_previous"]["version"] for load in loads[1:]] == [0, 1, 2]
+    assert [load["served_on_previous"]["version"] for load in loads[1:]] == [0, 1]
     assert run["stats"]["ppo_actor/update/version_stats/v_theta"] == {step: float(step) for step in STEPS}
 
 
@@ -291,11 +313,84 @@ def test_a_failed_episode_leaves_the_other_groups_advantages_as_without_it(run):
         assert [e["status"] for e in group] == ["reward_error", "reward_error"]
         assert all(e["advantage"] is None and e["reward"] is None for e in group)
     trained = [group for group in train if group[0]["task_id"] != "train-fails"]
-    # 3 steps x 2 tasks; AReaL samples ahead of the steps (off-policy), so more groups finish
-    assert len(trained) >= 6
+    # 2 steps x 2 tasks; AReaL samples ahead of the steps (off-policy), so more groups finish
+    assert len(trained) >= 4
     for group in trained:
         expected = group_advantages([e["reward"] for e in group], [0] * len(group))
         assert [e["advantage"] for e in group] == pytest.approx(expected)
-        assert all(e["status"] == "ok" and e["loss_tokens"] > 0 for e in group)
+        # ok, or cut at the 24 new tokens a call may have (reward 0): both train
+        assert all(e["status"] in ("ok", "truncated") and e["loss_tokens"] > 0 for e in group)
     # AReaL trained on the rows it got: their rewards (our advantages) average 0 in every step
     assert all(abs(value) < 1e-5 for value in run["stats"]["ppo_actor/task_reward/avg"].values())
+
+
+# -- the held-out evaluation ---------------------------------------------------------------------
+
+
+def evaluated(folder: Path) -> dict[str, list[tuple[float, list[list[int]]]]]:
+    """Each task's evaluated episodes in the token files under `folder`: (reward, the sampled ids of
+    each segment), sorted (the order episodes finish in is not the run's)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list] = defaultdict(list)
+    for part in sorted(folder.glob("**/part-*.parquet")):
+        for row in pq.read_table(part).to_pylist():
+            sampled = [
+                [t for t, m in zip(s["response_ids"], s["response_mask"], strict=True) if m]
+                for s in row["segments"]
+            ]
+            out[row["task_id"]].append((row["reward"] or 0.0, sampled))
+    return {task: sorted(episodes) for task, episodes in out.items()}
+
+
+def sampled_versions(folder: Path) -> set[int]:
+    import pyarrow.parquet as pq
+
+    return {
+        version
+        for part in folder.glob("part-*.parquet")
+        for row in pq.read_table(part).to_pylist()
+        for segment in row["segments"]
+        for version in segment["versions"]
+    }
+
+
+def test_the_run_evaluates_the_weights_before_any_update_and_after_the_last(run):
+    """AReaL's own `eval_before_train` would evaluate after the first update: the trainer evaluates the
+    servers' weights of version 0 first, and those of the last version (2) after training, each
+    test task k times under each held-out seed, into the sets the run's held-out line reads."""
+    run_dir = run["run_dir"]
+    assert eval_sets(run_dir) == ("eval/before", "eval/after")
+    assert sampled_versions(run_dir / "tokens/eval/before") == {0}
+    assert sampled_versions(run_dir / "tokens/eval/after") == {len(STEPS)}
+    before = evaluated(run_dir / "tokens/eval/before")
+    assert len(before) == TESTS and all(len(episodes) == K * len(SEEDS) for episodes in before.values())
+    assert before != evaluated(run_dir / "tokens/eval/after")  # two updates of lr 1e-3 changed samples
+
+
+def test_the_run_ends_with_the_held_out_line(run):
+    figures = held_out_figures(run["run_dir"], K)
+    line = next(line for line in run["log"].splitlines() if line.startswith("held-out (areal;"))
+    assert line.startswith("held-out (areal; k=2, temperature 1, 2 turns, seeds 3 5): before accuracy")
+    assert f"mean@2 {figures['before'].mean_at_k:.3f}) -> after accuracy" in line
+    assert line.endswith(f"mean@2 {figures['after'].mean_at_k:.3f})")
+
+
+def test_aworld_train_eval_on_the_run_folder_reproduces_its_evaluation_after_training(run, tmp_path):
+    """`aworld-train eval RUN/config.yaml --checkpoints RUN`: the run folder resolves to the adapter
+    AReaL saved after the last step, which loads on its base in float32 as the run's policy server
+    served it; with the run's held-out settings (its defaults), each task's samples are the tokens
+    the run's own evaluation after training sampled, and so its figures are the run's."""
+    run_dir = run["run_dir"]
+    out = tmp_path / "eval"
+    command = [sys.executable, "-m", "aworld_train.facade.cli", "eval", str(run_dir / "config.yaml")]
+    command += ["--checkpoints", str(run_dir), "--out-dir", str(out), "--output", str(out / "all.jsonl")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    (summary,) = json.loads((out / "eval_summary.json").read_text()).values()
+    assert summary["model"] == str(checkpoints(run)[len(STEPS)])  # the last saved folder
+    assert summary["k"] == K and summary["seeds"] == list(SEEDS)
+    assert evaluated(out / "tokens") == evaluated(run_dir / "tokens/eval/after")
+    after = held_out_figures(run_dir, K)["after"]
+    assert summary["mean@k"]["mean"] == pytest.approx(after.mean_at_k)
+    assert summary["pass@1"]["mean"] == pytest.approx(after.pass_at_1)

@@ -30,6 +30,31 @@ def test_the_asynchronous_example_renders_with_its_switch_and_its_slow_tool():
     assert calculator["env"]["CALCULATOR_LATENCY_P99_S"] == "8"
 
 
+def test_render_explain_prints_every_setting_with_its_value_default_and_meaning():
+    """Read from the config alone: a dataset this machine lacks does not stop it."""
+    from aworld_train.inputs.settings_catalog import catalog
+
+    out = run(
+        "render",
+        "examples/calculator/grpo_local.yaml",
+        "rollout.top_p=0.9",
+        "data.train=absent.jsonl",
+        "--explain",
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "* rollout.top_p = 0.9  (default 1.0)" in lines  # an override
+    assert "* rollout.temperature = 0.7  (default 1.0)" in lines  # the YAML
+    assert "  rollout.top_k = 0  (default 0)" in lines  # left at its default
+    assert '* env[0].name = "calculator"  (default required)' in lines
+    assert "  algorithm.lora.rank = -  (default 16)" in lines  # no adapter in this config
+    assert any(line.startswith("* algorithm: how the policy learns") for line in lines)
+    assert "AdamW's learning rate" in out.stdout
+    shown = {line[2:].split(" = ")[0].split(":")[0] for line in lines if line[:2] in ("* ", "  ")}
+    expected = {s.name.replace("env[]", "env[0]") for s in catalog()}
+    assert expected <= shown, sorted(expected - shown)
+
+
 def test_bad_config_key_is_a_clear_error_not_a_traceback():
     out = run("render", "examples/calculator/grpo_local.yaml", "rollout.max_assistant_turn=3")
     assert out.returncode == 2

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from aworld_train.env.gaia import sandbox as sb
-from aworld_train.env.gaia.sandbox import Limits, Sandbox, SandboxUnavailable, Workspaces, choose_mode
+from aworld_train.env.gaia import isolation
+from aworld_train.env.gaia.call_cleanup import disk_usage
+from aworld_train.env.gaia.isolation import SandboxUnavailable, choose_mode
+from aworld_train.env.gaia.sandbox import Limits, Sandbox
+from aworld_train.env.gaia.workspaces import Workspaces
 
 ROOT = Path(__file__).resolve().parents[1]
 IS_ROOT = os.geteuid() == 0
@@ -24,13 +27,13 @@ def _uid_interpreter() -> str | None:
     """An interpreter an unprivileged uid can run (pyenv under a 0700 /root is not one)."""
     for python in (sys.executable, "/usr/bin/python3"):
         try:
-            os.environ[sb.PYTHON_ENV] = python
-            sb._check_uid_interpreter()
+            os.environ[isolation.PYTHON_ENV] = python
+            isolation._check_uid_interpreter()
             return python
         except (SandboxUnavailable, OSError):
             continue
         finally:
-            os.environ.pop(sb.PYTHON_ENV, None)
+            os.environ.pop(isolation.PYTHON_ENV, None)
     return None
 
 
@@ -38,7 +41,8 @@ def _modes() -> list:
     bwrap = shutil.which("bwrap")
     return [
         pytest.param(
-            "bwrap", marks=pytest.mark.skipif(not bwrap or not sb._bwrap_works(bwrap), reason="no bubblewrap")
+            "bwrap",
+            marks=pytest.mark.skipif(not bwrap or not isolation._bwrap_works(bwrap), reason="no bubblewrap"),
         ),
         pytest.param("uid", marks=pytest.mark.skipif(not IS_ROOT, reason="uid mode needs root")),
     ]
@@ -62,10 +66,10 @@ def box(request, tmp_path, monkeypatch):
         python = _uid_interpreter()
         if python is None:
             pytest.skip("no interpreter an unprivileged uid can run")
-        monkeypatch.setenv(sb.PYTHON_ENV, python)
-    sb.interpreter_prefixes.cache_clear()
+        monkeypatch.setenv(isolation.PYTHON_ENV, python)
+    isolation.interpreter_prefixes.cache_clear()
     yield Box(request.param, tmp_path / "episodes", disk_mb=64, processes=32)
-    sb.interpreter_prefixes.cache_clear()
+    isolation.interpreter_prefixes.cache_clear()
 
 
 def test_an_episode_cannot_list_or_read_another_episodes_folder(box):
@@ -205,14 +209,14 @@ def test_the_disk_quota_stops_a_large_write_and_removes_it(box):
     )
     assert "disk quota" in out or "File size limit" in out or "exit code" in out, out
     folder, _ = box.workspaces.folder("disk")
-    assert sb.disk_usage(folder) <= 64 * 2**20
+    assert disk_usage(folder) <= 64 * 2**20
     assert time.monotonic() - started < 15
     many = box.run(
         "disk2", "for i in range(200):\n    open(f'f{i}.bin', 'wb').write(b'x' * 2**20)\nprint('wrote all')"
     )
     assert "wrote all" not in many and "disk quota" in many, many
     folder, _ = box.workspaces.folder("disk2")
-    assert sb.disk_usage(folder) <= 64 * 2**20
+    assert disk_usage(folder) <= 64 * 2**20
 
 
 def test_no_process_outlives_its_call(box):

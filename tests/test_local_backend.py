@@ -102,6 +102,43 @@ def test_run_folder_holds_everything_a_user_needs(trained):
     assert summary["final_checkpoint"].endswith("step_000002")
 
 
+def _sampled_by_task(folder) -> dict[str, list[list[int]]]:
+    """Each task's sampled token ids, per episode, from a token set folder."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[list[int]]] = {}
+    for part in sorted(folder.glob("part-*.parquet")):
+        for row in pq.read_table(part, columns=["task_id", "segments"]).to_pylist():
+            ids = [
+                i
+                for seg in row["segments"]
+                for i, m in zip(seg["response_ids"], seg["response_mask"], strict=True)
+                if m
+            ]
+            out.setdefault(row["task_id"], []).append(ids)
+    return {task: sorted(episodes) for task, episodes in out.items()}
+
+
+def test_eval_of_the_final_checkpoint_reproduces_the_runs_own_held_out_figure(trained, tmp_path, capsys):
+    """`aworld-train eval` with the run's config on its last checkpoint samples exactly what the
+    run's own evaluation after training sampled (the same seeds, temperature and turn limit),
+    token for token; the run ended with the held-out line every engine prints."""
+    run, summary = trained
+    trainer = AgentTrainer(
+        config=str(run / "config.yaml"),
+        overrides=[f"eval.checkpoints={json.dumps([str(run)])}"],
+        test_dataset=ROWS[:2],
+    )
+    suite = trainer.evaluate_suite(out_dir=tmp_path / "again")
+    (result,) = suite.results
+    assert result.model.endswith("step_000002") and suite.seeds == [0] and suite.k == 1
+    again = _sampled_by_task(tmp_path / "again" / "tokens" / result.label / "seed_0")
+    assert again == _sampled_by_task(run / "tokens" / "eval" / "after")
+    assert sum(len(ids) for episodes in again.values() for ids in episodes) > 0
+    assert result.stats("pass@1")["mean"] == summary["held_out"]["after"]["pass_at_1"]
+    assert summary["held_out"]["before"]["episodes"] == 2
+
+
 def test_every_episode_keeps_its_tokens_with_the_learners_logprobs(tiny_local_run):
     """tokens/: every episode of a step (not only log_trajectories), each trained sample's logprobs
     as the learner recomputed them, and none (null, never 0) where it computed none. In the shared

@@ -40,7 +40,8 @@ def test_every_patched_upstream_source_is_the_one_its_patch_was_written_for():
     installed = [p for p in TABLE if upstream.installed_version(p.package)]
     stale = upstream.changed(installed)
     assert not stale, "\n".join(stale)
-    missing = sorted({p.package for p in TABLE} - {p.package for p in installed})
+    # AReaL never shares this environment: its rows are checked in its own (tests/areal_env)
+    missing = sorted({p.package for p in TABLE if p.package != "areal"} - {p.package for p in installed})
     if missing:
         pytest.skip(f"not installed, not checked: {', '.join(missing)}")
 

@@ -211,10 +211,10 @@ def instantiate_like_verl(run, tokenizer, server):
     )
 
 
-def row_kwargs(run, index=0):
+def row_kwargs(run, index=0, file="train.parquet"):
     import pyarrow.parquet as pq
 
-    row = pq.read_table(run.folder / "train.parquet").to_pylist()[index]
+    row = pq.read_table(run.folder / file).to_pylist()[index]
     kwargs = {k: v for k, v in row.items() if k not in ("prompt", "agent_name")}
     kwargs["raw_prompt"] = row["prompt"]
     return kwargs
@@ -260,6 +260,7 @@ def test_our_loop_runs_through_verls_instantiate_path(verl_run, tokenizer):
         "agent",
         "truncated",
         "reward_extras",
+        "acc",
     }
     assert out.extra_fields["reward_extra_info"]["agent"] == "calculator_agent"
 
@@ -722,3 +723,105 @@ def test_agent_loop_workers_sized_from_the_nodes_cpus_unless_set(tmp_path, monke
     native = {"actor_rollout_ref": {"rollout": {"agent": {"num_workers": 5}}}}
     run = _render(trainer_for(tmp_path / "c", {"backend": "verl", "verl": native}))
     assert run.final.actor_rollout_ref.rollout.agent.num_workers == 5
+
+
+# -- verl's validation: the held-out evaluation of every engine --------------------------------
+
+
+def test_verls_validation_is_the_runs_held_out_evaluation(tmp_path):
+    """verl validates as every engine evaluates (trainer.eval_*): val_kwargs at the held-out
+    temperature with n = samples per task and the rollout's top-p/top-k, before the first step and
+    after the last, val.parquet's rows once per eval seed, the turn limit and seeds handed to the
+    agent loop, and checkpoints with the transformers folder `aworld-train eval` loads."""
+    import pyarrow.parquet as pq
+
+    given = {
+        "backend": "verl",
+        "rollout": {"temperature": 0.9, "top_p": 0.95, "top_k": 40, "max_assistant_turns": 2},
+        "trainer": {
+            "steps": 6,
+            "eval_every": 0,
+            "eval_temperature": 0.0,
+            "eval_k": 3,
+            "eval_seeds": [1, 2],
+            "eval_max_turns": 5,
+        },
+    }
+    run = _render(trainer_for(tmp_path / "a", given))
+    final = run.final
+    val = final.actor_rollout_ref.rollout.val_kwargs
+    assert (val.temperature, val.do_sample, val.n, val.top_p, val.top_k) == (0.0, False, 3, 0.95, 40)
+    assert (final.trainer.val_before_train, final.trainer.test_freq) == (True, 6)  # and after step 6
+    assert "hf_model" in final.actor_rollout_ref.actor.checkpoint.save_contents
+    rows = [r["extra_info"] for r in pq.read_table(run.folder / "val.parquet").to_pylist()]
+    assert [(r["split"], r["eval_seed"]) for r in rows] == [("val", 1)] * 2 + [("val", 2)] * 2
+    assert [r["task_id"] for r in rows[:2]] == [r["task_id"] for r in rows[2:]]  # the test tasks, per seed
+    (loop,) = yaml.safe_load(Path(final.actor_rollout_ref.rollout.agent.agent_loop_config_path).read_text())
+    assert loop["held_out"] == {"temperature": 0.0, "k": 3, "seeds": [1, 2], "max_turns": 5}
+
+    # unset: the rollout's temperature, one sample, the run's seed; no validation after unless asked
+    plain = _render(
+        trainer_for(tmp_path / "b", {**given, "trainer": {"steps": 6, "eval_every": 0, "eval_after": False}})
+    ).final
+    val = plain.actor_rollout_ref.rollout.val_kwargs
+    assert (val.temperature, val.do_sample, val.n, plain.trainer.test_freq) == (0.9, True, 1, -1)
+    every = {**given, "trainer": {"steps": 6, "eval_every": 2}}
+    assert _render(trainer_for(tmp_path / "c", every)).final.trainer.test_freq == 2
+    # no data.test: nothing held out to evaluate, as on the local backend
+    bare = _render(trainer_for(tmp_path / "d", given, test_dataset=None)).final.trainer
+    assert (bare.val_before_train, bare.test_freq) == (False, -1)
+
+
+def test_a_native_validation_key_that_contradicts_the_held_out_settings_is_refused(tmp_path):
+    given = {"backend": "verl", "trainer": {"eval_k": 3}}
+    native = {"actor_rollout_ref": {"rollout": {"val_kwargs": {"n": 2}}}}
+    with pytest.raises(ConfigError, match=r"val_kwargs.n=2 contradicts trainer.eval_k \(which gives 3\)"):
+        _render(trainer_for(tmp_path / "a", {**given, "verl": native}))
+    greedy = {"actor_rollout_ref": {"rollout": {"val_kwargs": {"temperature": 0}}}}
+    with pytest.raises(ConfigError, match=r"val_kwargs.temperature=0 contradicts rollout.temperature"):
+        _render(trainer_for(tmp_path / "b", {**given, "rollout": {"temperature": 0.7}, "verl": greedy}))
+    with pytest.raises(ConfigError, match=r"trainer.eval_temperature=0.5 with rollout.temperature=0"):
+        sampled = {"backend": "verl", "rollout": {"temperature": 0}, "trainer": {"eval_temperature": 0.5}}
+        _render(trainer_for(tmp_path / "c", sampled))
+    lora = {"backend": "verl", "algorithm": {"lora": {"rank": 4}}}
+    contents = _render(trainer_for(tmp_path / "d", lora)).final.actor_rollout_ref.actor.checkpoint
+    assert "hf_model" not in contents.save_contents  # verl would save the base under peft's names
+
+
+def test_a_validation_sample_draws_from_the_seed_the_local_backend_gives_it(
+    tmp_path, tokenizer, calculator_server, monkeypatch
+):
+    """A val.parquet row runs under the held-out settings: sample j of task t under eval seed s
+    draws from derive_seed(s, t, j), as the local backend's evaluation, and each LLM call from its
+    own seed, sent to verl's server; a training row's calls carry none. `acc` is verl's validation
+    metric (a session without output counts 0 there)."""
+    from aworld_train.rollout.policies.client import derive_seed
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {
+        "backend": "verl",
+        "model": "embedded:smollm2-135m",
+        "rollout": {"tool_block": "never", "max_response_tokens": 300},
+        "trainer": {"eval_seeds": [7, 8]},
+        "verl": {"data": {"max_prompt_length": 1024}},
+    }
+    run = _render(trainer_for(tmp_path / "a", config))
+    server = FakeLLMServerClient(tokenizer, calculator_reply)
+    loop = instantiate_like_verl(run, tokenizer, server)
+    kwargs = {**row_kwargs(run, 2, "val.parquet"), "session_id": 1}  # the first task under seed 8
+    [out] = asyncio.run(loop.run({"temperature": 1.0}, **kwargs))
+    episode = derive_seed(8, kwargs["extra_info"]["task_id"], 1)
+    assert [call[2]["seed"] for call in server.calls] == [derive_seed(episode, 0), derive_seed(episode, 1)]
+    assert out.extra_fields["reward_extra_info"]["acc"] == 1.0
+    server.calls.clear()
+    asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(run)))
+    assert server.calls and all("seed" not in call[2] for call in server.calls)
+
+    # the held-out turn limit: one call, where the calculator needs two
+    limited = _render(trainer_for(tmp_path / "b", {**config, "trainer": {"eval_max_turns": 1}}))
+    server = FakeLLMServerClient(tokenizer, calculator_reply)
+    loop = instantiate_like_verl(limited, tokenizer, server)
+    asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(limited, 0, "val.parquet")))
+    assert len(server.calls) == 1
+    asyncio.run(loop.run({"temperature": 1.0}, **row_kwargs(limited)))  # training: the rollout's limit
+    assert len(server.calls) == 3

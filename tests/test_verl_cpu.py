@@ -72,7 +72,10 @@ def test_the_example_is_a_cpu_run(tmp_path, tiny_model_dir):
     ]
     run = AgentTrainer(config=str(EXAMPLE), overrides=overrides).render()
     assert run.final.actor_rollout_ref.rollout.name == "aworld_cpu"
-    assert run.final.trainer.total_training_steps == 2
+    assert run.final.trainer.total_training_steps == 8  # the demo's steps
+    # held-out accuracy before the first step and after the last, from a checkpoint `eval` loads
+    assert (run.final.trainer.val_before_train, run.final.trainer.test_freq) == (True, 8)
+    assert "hf_model" in run.final.actor_rollout_ref.actor.checkpoint.save_contents
 
 
 @pytest.mark.parametrize(

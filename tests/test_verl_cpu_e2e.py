@@ -1,11 +1,14 @@
 """verl's own trainer, end to end on a CPU: `aworld-train run` on
 examples/calculator/grpo_verl_cpu.yaml launches verl's `main_ppo` (V1 trainer, FSDP2 actor on
 gloo, the `aworld_cpu` rollout serving our AWorldAgentLoop, the real calculator MCP server) for
-2 GRPO steps. One run, shared by every assertion; a few minutes on 2 cores, hence `slow`; it
+2 GRPO steps, with verl's validation before the first step and after the last on 4 held-out
+tasks; `aworld-train eval` on the run's last checkpoint then samples that final validation again,
+token for token. One run, shared by every assertion; a few minutes on 2 cores, hence `slow`; it
 starts with the session and runs beside the other tests (tests/early_runs.py).
 
-The random tiny model never answers right, so the run's reward is a dense stand-in
-(tests/verl_cpu_support.py); weight decay is 0 in the example, so weights move only by gradients.
+The model is the tiny random one (tests/verl_cpu_support.py): its statuses and rewards are what
+the counts below rest on. It never answers right, so the run's reward is a dense stand-in; weight
+decay is 0 (the facade's default), so weights move only by gradients.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from pathlib import Path
 
 import early_runs
 import pytest
-from verl_cpu_support import calculator_rows, launch_cpu_run
+from verl_cpu_support import ROOT, calculator_rows, launch_cpu_run
 
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+HELD_OUT = 4  # the first test tasks, each validated once before training and once after
 
 
 def start_run(tmp: Path) -> early_runs.Started:
@@ -31,12 +36,23 @@ def start_run(tmp: Path) -> early_runs.Started:
         "ground_truth": -1,
         "data_source": "calculator",
     }
-    return launch_cpu_run(tmp, [*calculator_rows(3), json.dumps(failing)])
+    test = tmp / "test.jsonl"
+    rows = (ROOT / "examples/calculator/test.jsonl").read_text().splitlines()[:HELD_OUT]
+    test.write_text("\n".join(rows) + "\n")
+    return launch_cpu_run(
+        tmp,
+        [*calculator_rows(3), json.dumps(failing)],
+        "trainer.eval_before=true",
+        "trainer.eval_after=true",
+        f"data.test={test}",
+    )
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("verl_cpu"))
+    result = early_runs.result(__name__, start_run, tmp_path_factory.mktemp("verl_cpu"))
+    # verl's line of step 0 is its validation before training: "steps" are the trained ones
+    return {**result, "validation_before": result["steps"].pop(0, {})}
 
 
 def test_main_ppo_finishes_two_steps(run):
@@ -127,3 +143,62 @@ def _groups(rows: list[dict]) -> dict[str, list[dict]]:
     for row in rows:
         groups.setdefault(row["group"], []).append(row)
     return groups
+
+
+def test_the_run_ends_with_the_held_out_line_every_engine_prints(run):
+    """The line is computed from the validation episodes' token files (evaluation/run_summary.py);
+    verl's own validation metric agrees with its accuracy: a failed episode counts 0 in both."""
+    from aworld_train.evaluation.held_out import held_out
+    from aworld_train.evaluation.run_summary import held_out_figures, held_out_line
+    from aworld_train.inputs.config import load_config
+
+    assert run["rc"] == 0, run["log"][-4000:]
+    held = held_out(load_config(run["run_dir"] / "config.yaml"))
+    figures = held_out_figures(run["run_dir"], held.k)
+    assert figures["before"].episodes == figures["after"].episodes == HELD_OUT
+    lines = [line for line in run["log"].splitlines() if line.startswith("held-out (verl;")]
+    assert lines == [held_out_line("verl", figures, held)]
+    assert run["log"].index(lines[0]) > run["log"].index("Final validation metrics")  # once verl is done
+    acc = "val-core/calculator/acc/mean@1"
+    assert run["validation_before"][acc] == pytest.approx(figures["before"].accuracy)
+    assert run["steps"][2][acc] == pytest.approx(figures["after"].accuracy)
+
+
+def test_eval_of_the_runs_checkpoint_samples_its_final_validation_again(run, tmp_path):
+    """`aworld-train eval` with the run's config on the run folder loads the last checkpoint's
+    weights (verl's hf_model, in float32 as its CPU rollout) and samples each held-out task as the
+    run's validation after step 2 did, token for token: the same seeds, temperature and turn limit."""
+    from aworld_train import AgentTrainer
+    from aworld_train.evaluation.run_summary import held_out_figures
+
+    assert run["rc"] == 0, run["log"][-4000:]
+    run_dir = run["run_dir"]
+    trainer = AgentTrainer(
+        config=str(run_dir / "config.yaml"), overrides=[f"eval.checkpoints={json.dumps([str(run_dir)])}"]
+    )
+    suite = trainer.evaluate_suite(out_dir=tmp_path / "again")
+    (result,) = suite.results
+    assert result.model == str(run_dir / "checkpoints/global_step_2/actor/huggingface")
+    again = _sampled_by_task(tmp_path / "again" / "tokens" / result.label / "seed_0")
+    assert again == _sampled_by_task(run_dir / "tokens" / "eval" / "step_000002")
+    assert len(again) == HELD_OUT and sum(len(ids) for episodes in again.values() for ids in episodes) > 0
+    after = held_out_figures(run_dir, 1)["after"]
+    assert result.stats("mean@k")["mean"] == pytest.approx(after.mean_at_k)
+    assert result.stats("pass@1")["mean"] == pytest.approx(after.pass_at_1)
+
+
+def _sampled_by_task(folder: Path) -> dict[str, list[list[int]]]:
+    """Each task's sampled token ids (mask 1), one list per episode."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[list[int]]] = {}
+    for part in sorted(folder.glob("part-*.parquet")):
+        for row in pq.read_table(part, columns=["task_id", "segments"]).to_pylist():
+            ids = [
+                i
+                for seg in row["segments"]
+                for i, m in zip(seg["response_ids"], seg["response_mask"], strict=True)
+                if m
+            ]
+            out.setdefault(row["task_id"], []).append(ids)
+    return {task: sorted(episodes) for task, episodes in out.items()}

@@ -32,12 +32,30 @@ def calculator_rows(n: int) -> list[str]:
     return (ROOT / "examples/calculator/train.jsonl").read_text().splitlines()[:n]
 
 
+# the mechanics runs' settings over the example's (the demo's): 2 steps of 2 prompts x 2 samples,
+# short episodes, no held-out evaluation unless a test asks for one
+MECHANICS = (
+    "algorithm.group_size=2",
+    "algorithm.lr=1.0e-4",
+    "rollout.max_assistant_turns=2",
+    "rollout.max_new_tokens=24",
+    "rollout.max_response_tokens=128",
+    "rollout.temperature=1.0",
+    "data.batch_size=2",
+    "trainer.steps=2",
+    "trainer.save_every=2",
+    "trainer.eval_before=false",
+    "trainer.eval_after=false",
+)
+
+
 def cpu_run(
     python: str, config: str, tmp: Path, train_rows: list[str], *overrides: str
 ) -> tuple[list[str], Path, Path]:
     """An engine's CPU run as `aworld-train run` launches it: `config` (relative to the repository)
-    with `overrides`, on a tiny random model made here with `python`, the tasks `train_rows` and this
-    file's dense reward. The command, the run folder and the model folder."""
+    with the MECHANICS settings for a verl config, on a tiny random model made here with `python`,
+    the tasks `train_rows` and this file's dense reward, then `overrides`. The command, the run
+    folder and the model folder."""
     model = tmp / "tiny"
     subprocess.run([python, str(ROOT / "scripts/gpu/make_tiny_model.py"), str(model)], check=True)
     train = tmp / "train.jsonl"
@@ -49,12 +67,13 @@ def cpu_run(
         "aworld_train.facade.cli",
         "run",
         str(ROOT / config),
-        *overrides,
+        *(MECHANICS if "verl" in Path(config).name else ()),
         f"trainer.run_dir={run_dir}",
         f"model={model}",
         f"reward.fn={ROOT / 'tests/verl_cpu_support.py'}:distinct_chars",
         f"data.train={train}",
         f"data.test={ROOT / 'examples/calculator/test.jsonl'}",
+        *overrides,
     ]
     return command, run_dir, model
 

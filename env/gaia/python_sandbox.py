@@ -24,18 +24,9 @@ from pathlib import Path
 from mcp.server.fastmcp import Context, FastMCP
 
 from aworld_train.env.episode import episode_of
-from aworld_train.env.gaia.sandbox import (
-    FILES_ENV,
-    ROOT_ENV,
-    SALT_ENV,
-    UIDS_ENV,
-    Limits,
-    Sandbox,
-    SandboxUnavailable,
-    Workspaces,
-    choose_mode,
-    parse_uids,
-)
+from aworld_train.env.gaia.isolation import UIDS_ENV, SandboxUnavailable, choose_mode
+from aworld_train.env.gaia.sandbox import FILES_ENV, Limits, Sandbox
+from aworld_train.env.gaia.workspaces import ROOT_ENV, SALT_ENV, Workspaces, parse_uids
 from aworld_train.env.mcp_fixes import contain_session_errors, settings_from_env
 
 WORKERS_ENV = "GAIA_PYTHON_WORKERS"

@@ -393,3 +393,58 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
         assert sum(mask) > 0 and sum(1 for v in versions if v > 0) == sum(mask)
     expected = group_advantages([1.0, 1.0, 0.0, 1.0], [0] * 4)
     assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(expected * 2))
+
+
+# -- the held-out evaluation ---------------------------------------------------------------------
+
+
+def test_the_evaluation_draws_each_sample_from_its_held_out_seed(
+    tmp_path, calculator_server, monkeypatch, tokenizer
+):
+    """As the local backend's and `aworld-train eval`'s: sample j of a task under held-out seed s draws
+    from derive_seed(s, task id, j), and each of its LLM calls from derive_seed(that, call), which
+    AReaL's own SGLang and vLLM request builders then send (engines/areal/seeds.py); the episodes run at
+    the held-out settings and their tokens go to the set the trainer names."""
+    from areal.engine.sglang_remote import SGLangBackend
+    from areal.engine.vllm_remote import VLLMBackend
+
+    from aworld_train.evaluation.run_summary import eval_sets, rewards_by_task
+    from aworld_train.rollout.policies.client import derive_seed
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
+    held = ["trainer.eval_k=2", "trainer.eval_seeds=[3, 9]", "trainer.eval_temperature=0.25"]
+    run = trainer_for(tmp_path, config, overrides=held).render()
+    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
+    workflow = workflow_like_areal(run, **spec["eval_kwargs"], group_baseline=False, eval_set="before")
+    engine = FakeEngine(tokenizer, calculator_reply)
+    row = rows(run)[1]  # "What is 2 * 3?": a call, then the answer
+    batch = asyncio.run(workflow.arun_episode(engine, row))
+    assert batch["input_ids"].shape[0] == 4 and batch["rewards"].tolist() == [1.0] * 4  # raw rewards
+    samples = [derive_seed(s, row["task_id"], j) for s in (3, 9) for j in range(2)]
+    sent = sorted(r.metadata["sampling_seed"] for r in engine.requests)
+    assert sent == sorted(derive_seed(sample, call) for sample in samples for call in (0, 1))
+    assert {r.gconfig.temperature for r in engine.requests} == {0.25}
+
+    request = engine.requests[0]
+    seed = request.metadata["sampling_seed"]
+    sglang = SGLangBackend().build_generation_request(request, with_lora=False, version=0).payload
+    assert sglang["sampling_params"]["sampling_seed"] == seed
+    assert VLLMBackend().build_generation_request(request, with_lora=False, version=0).payload["seed"] == seed
+    request.metadata.clear()  # a training request: no seed sent
+    assert (
+        "sampling_seed"
+        not in SGLangBackend().build_generation_request(request, False, 0).payload["sampling_params"]
+    )
+
+    run_dir = run.folder.parent
+    assert eval_sets(run_dir) == ("eval/before", None)
+    assert rewards_by_task(run_dir, "eval/before") == {row["task_id"]: [1.0] * 4}
+
+
+def test_areals_patched_sources_are_the_ones_the_patches_were_written_for():
+    """The request builders seeds.py wraps, and what it relies on, are AReaL 1.0.4's."""
+    from aworld_train.core import upstream
+    from aworld_train.core.patch_table import AREAL_PATCHES
+
+    assert AREAL_PATCHES and upstream.changed(AREAL_PATCHES) == []

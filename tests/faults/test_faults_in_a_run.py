@@ -153,11 +153,16 @@ def kill_worker(run: training.LocalTraining) -> None:
     os.kill(run.runner._batches.pool.workers[1].process.pid, signal.SIGKILL)
 
 
+KILLED_AGENTS: list = []  # the agent process objects kill_agent_process killed
+
+
 def kill_agent_process(run: training.LocalTraining) -> None:
     from aworld_train.rollout.gateway.process_agent import _PROCESSES
 
+    # the run's own process alone: every earlier run stopped its processes at its end
     alive = [p for p in _PROCESSES.values() if p.proc is not None and p.proc.returncode is None]
     assert len(alive) == 1, alive
+    KILLED_AGENTS.append(alive[0])
     os.kill(alive[0].proc.pid, signal.SIGKILL)
 
 
@@ -263,6 +268,7 @@ def test_a_killed_agent_process_fails_its_episodes_and_the_next_ones_start_a_new
 ):
     from aworld_train.rollout.gateway.process_agent import _PROCESSES
 
+    KILLED_AGENTS.clear()
     agent = f"{ROOT / 'examples/calculator_gateway/process_agents.py'}:sdk_agent"
     config = config_for(tmp_path, tiny_model_dir, 3, agent=agent)
     run = faulty_run(config, {2: (kill_agent_process, True)})
@@ -273,8 +279,10 @@ def test_a_killed_agent_process_fails_its_episodes_and_the_next_ones_start_a_new
     assert all("exited with code -9" in t["error"] for t in failed), [t["error"] for t in failed]
     assert rows[1]["samples"] == 4
     assert statuses(rows, 3) == {"ok": EPISODES}
-    (process,) = [p for p in _PROCESSES.values() if p.spec.name == "calculator_agent" and p.starts]
+    (process,) = KILLED_AGENTS
     assert process.starts == 2  # the one killed, and the one the next episode started
+    # the run's end stopped the one it started after the fault, and forgot it
+    assert process.proc.returncode is not None and process not in _PROCESSES.values()
     assert_flat(steps[1]["resources"], steps[3]["resources"], "agent process killed")
     record(
         fault="gateway agent process SIGKILL",

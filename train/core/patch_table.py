@@ -21,6 +21,7 @@ MCP_VERSION = "1.30.0"
 LOGURU_VERSION = "0.7.3"
 VERL_VERSION = "0.9.1"
 BFCL_EVAL_VERSION = "2026.3.23"
+AREAL_VERSION = "1.0.4"
 
 _P = "aworld_train.aworld.patches."
 _E = "aworld_train.aworld.episode_state."
@@ -323,6 +324,42 @@ ENGINE_PATCHES: tuple[Patch, ...] = (
     ),
 )
 
+# AReaL's, applied in its rollout workers (engines/areal/seeds.py): checked by tests/areal_env/
+_SEEDS = "aworld_train.engines.areal.seeds."
+AREAL_PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "areal.engine.sglang_remote.SGLangBackend.build_generation_request",
+        "areal",
+        AREAL_VERSION,
+        "70eb59bca4bcbb2fa2bad4a893cec3fa0f53ddf2eede5e9973cc87d1da0706d8",
+        WRAPS,
+        (_SEEDS + "carry_sampling_seeds", _SEEDS + "_seeded"),
+        "it sends no seed (AReaL's generation settings have none); the held-out evaluation's seed per "
+        "call, from the request's metadata, goes as sampling_params.sampling_seed",
+        ("areal.engine.sglang_remote.SGLangBackend.build_generation_request",),
+    ),
+    Patch(
+        "areal.engine.vllm_remote.VLLMBackend.build_generation_request",
+        "areal",
+        AREAL_VERSION,
+        "e78320525a6034a30a2ef65d4add9e0914fc27bf60f48b2a3819b710d9317543",
+        WRAPS,
+        (_SEEDS + "carry_sampling_seeds", _SEEDS + "_seeded"),
+        "as SGLang's: the seed goes as the completions request's seed",
+        ("areal.engine.vllm_remote.VLLMBackend.build_generation_request",),
+    ),
+    Patch(
+        "areal.api.io_struct.ModelRequest.copy",
+        "areal",
+        AREAL_VERSION,
+        "eaaf7e3e0a8ccec80e33570ec33725942e7dfc36d13e3d56c20fe4364e82c6c7",
+        RELIES_ON,
+        (_SEEDS + "_seeded",),
+        "agenerate copies the request before building it (and resends that copy after an abort): "
+        "the seed rides in its metadata, which the copy keeps",
+    ),
+)
+
 # the one table: this layer's patches, and those the tool servers declare in env/
 # the tool servers' own (env/mcp_fixes.py guards them where the servers run)
 SERVER_PATCHES: tuple[Patch, ...] = (
@@ -341,4 +378,6 @@ SERVER_PATCHES: tuple[Patch, ...] = (
 )
 
 
-PATCHES: tuple[Patch, ...] = AWORLD_PATCHES + LIBRARY_PATCHES + ENGINE_PATCHES + SERVER_PATCHES
+PATCHES: tuple[Patch, ...] = (
+    AWORLD_PATCHES + LIBRARY_PATCHES + ENGINE_PATCHES + AREAL_PATCHES + SERVER_PATCHES
+)

@@ -8,6 +8,8 @@ from pathlib import Path
 import yaml
 
 from aworld_train.core.errors import ModelError
+from aworld_train.evaluation.areal_checkpoints import areal_checkpoint
+from aworld_train.evaluation.verl_checkpoints import verl_label, verl_model_folder
 from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters, saved_policy_models
 from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
 
@@ -17,12 +19,18 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 def resolve_checkpoint(ref: str) -> str:
     """A model reference the loaders take: `embedded:<name>`, a model folder, a checkpoint of a
     run with a policy per agent (`policies/<name>/` adapters), or a run folder's latest checkpoint
-    (`checkpoints/step_N` holding either)."""
+    (`checkpoints/step_N` holding either), or a verl run's (evaluation/verl_checkpoints.py)."""
     if ref.startswith(EMBEDDED_PREFIX):
         return ref
     path = Path(ref).expanduser()
+    verl = verl_model_folder(path)  # before config.json: verl's actor/huggingface/ has one without weights
+    if verl is not None:
+        return str(verl)
     if _holds_policy(path):
         return str(path)
+    saved = areal_checkpoint(path)  # an AReaL run folder's latest saved folder, or one such folder
+    if saved is not None:
+        return str(saved)
     steps = []
     if (path / "checkpoints").is_dir():
         for child in (path / "checkpoints").iterdir():
@@ -33,7 +41,8 @@ def resolve_checkpoint(ref: str) -> str:
         return str(max(steps)[1])
     raise ModelError(
         f"checkpoint {ref!r} is not embedded:<name>, a model folder with config.json, a checkpoint with "
-        "policies/<name>/ adapters, or a run folder with checkpoints/step_N of those; pass one of them to "
+        "policies/<name>/ adapters, a run folder with checkpoints/step_N of those, or a verl run "
+        "folder (checkpoints/global_step_N); pass one of them to "
         "--checkpoints"
     )
 
@@ -67,7 +76,9 @@ def checkpoint_label(ref: str, resolved: str) -> str:
         label = ref[len(EMBEDDED_PREFIX) :]
     else:
         path = Path(resolved)
-        label = f"{path.parent.parent.name}/{path.name}" if _STEP_DIR.match(path.name) else path.name
+        label = verl_label(path) or (
+            f"{path.parent.parent.name}/{path.name}" if _STEP_DIR.match(path.name) else path.name
+        )
     return re.sub(r"[^A-Za-z0-9_.@/-]+", "_", label) or "model"
 
 

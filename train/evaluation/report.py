@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aworld_train.evaluation.held_out import HeldOut
 from aworld_train.rollout.episodes.runner import EpisodeRunner, Served
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.samples.agent_stats import agent_metrics
@@ -31,6 +32,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def held_out_group(task_id: str, seed: int | None) -> str:
+    """The group of a held-out episode in the token files: its task under its eval seed."""
+    return str(task_id) if seed is None else f"{task_id}/seed_{seed}"
+
+
 @dataclass
 class EvalReport:
     episodes: int
@@ -42,9 +48,16 @@ class EvalReport:
     wall_s: float
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
     samples_per_task: int = 1
+    seeds: list[int | None] = field(default_factory=list, repr=False)  # each trajectory's eval seed
 
     @classmethod
-    def of(cls, trajectories: list[Trajectory], wall_s: float, samples_per_task: int = 1) -> EvalReport:
+    def of(
+        cls,
+        trajectories: list[Trajectory],
+        wall_s: float,
+        samples_per_task: int = 1,
+        seeds: list[int | None] | None = None,
+    ) -> EvalReport:
         n = max(len(trajectories), 1)
         rewards = [t.reward or 0.0 for t in trajectories]
         return cls(
@@ -57,7 +70,15 @@ class EvalReport:
             wall_s=wall_s,
             trajectories=trajectories,
             samples_per_task=samples_per_task,
+            seeds=list(seeds) if seeds is not None else [None] * len(trajectories),
         )
+
+    def groups(self) -> list[str]:
+        """Each episode's held-out group, one per task and seed (`task/seed_S`): what pass@k is
+        computed over, whichever engine wrote the episodes (evaluation/run_summary.py)."""
+        return [
+            held_out_group(t.task_id, seed) for t, seed in zip(self.trajectories, self.seeds, strict=True)
+        ]
 
     def per_task(self) -> list[tuple[str, list[float]]]:
         """(task id, rewards of its samples) in task order; a failed episode's reward counts as 0.
@@ -127,6 +148,33 @@ class EvalReport:
             for traj in self.trajectories:
                 f.write(json.dumps({**traj.to_dict(), **(extra or {})}, default=str) + "\n")
         return path
+
+
+async def evaluate_held_out(
+    runner: EpisodeRunner,
+    policy: Served,
+    tasks: list[Task],
+    held: HeldOut,
+    show_progress: bool = True,
+    description: str = "eval",
+) -> EvalReport:
+    """The held-out figure of a run: every task `held.k` times under each of `held.seeds`, at the
+    held-out temperature and turn limit; one report over every seed's episodes (its pass@k is
+    the mean over seeds and tasks)."""
+    held_runner = runner.with_settings(held.rollout(runner.settings))
+    started, trajectories, seeds = time.perf_counter(), [], []
+    try:
+        for seed in held.seeds:
+            name = description if len(held.seeds) == 1 else f"{description} seed {seed}"
+            report = await evaluate(
+                held_runner, policy, tasks, name, show_progress, samples_per_task=held.k, seed=seed
+            )
+            trajectories += report.trajectories
+            seeds += [seed] * len(report.trajectories)
+    finally:
+        if held_runner is not runner:
+            held_runner.close()  # its rollout worker processes, if any
+    return EvalReport.of(trajectories, time.perf_counter() - started, held.k, seeds)
 
 
 async def evaluate(

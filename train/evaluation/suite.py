@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from aworld_train.aworld.specs import Spec
+from aworld_train.evaluation.areal_checkpoints import areal_model
 from aworld_train.evaluation.checkpoints import (
     checkpoint_labels,
     loadable,
     resolve_checkpoint,
     team_checkpoint,
 )
+from aworld_train.evaluation.held_out import HeldOut, command_held_out
 from aworld_train.evaluation.report import EvalReport, evaluate
+from aworld_train.evaluation.verl_checkpoints import verl_cpu_model
 from aworld_train.inputs.config import TrainConfig
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.trajectory import Task
@@ -194,13 +197,14 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     ev = config.eval
-    rollout = config.rollout
-    if ev.temperature is not None:
-        rollout = rollout.model_copy(update={"temperature": ev.temperature})
+    rollout = command_held_out(config).rollout(config.rollout)
     if ev.policy_url is None:
         team = team_checkpoint(model_ref)
         if team is None:
-            runner, policy = local_runner(spec, model_ref, rollout, reward)
+            model = verl_cpu_model(model_ref)  # float32, as verl's CPU rollout sampled (else None)
+            # an AReaL checkpoint as its run sampled from it: its dtype, a LoRA adapter on its base
+            tokenizer_ref, areal = areal_model(model_ref) or (model_ref, None)
+            runner, policy = local_runner(spec, tokenizer_ref, rollout, reward, model=model or areal)
             return runner, policy, None
         # a policy per agent: the base with every policy's adapter (or each policy's own model),
         # each agent's calls to its own
@@ -298,7 +302,7 @@ def run_suite(
     the table, the plot and the trajectories (per checkpoint and seed, and all in one file)."""
     from aworld_train.prerun.servers import running_envs
 
-    ev = config.eval
+    held = command_held_out(config)
     out_dir = Path(out_dir)
     labels, resolved = _checkpoints(config)
     results = []
@@ -308,23 +312,12 @@ def run_suite(
     with running_envs(config.env, out_dir):
         for label, model_ref in zip(labels, resolved, strict=True):
             runner, policy, closer = _runner(config, model_ref, spec, reward)
-            result = CheckpointResult(label, model_ref, ev.k)
             try:
-                for seed in ev.seeds:
-                    report = asyncio.run(
-                        _evaluate(
-                            runner,
-                            policy,
-                            tasks,
-                            f"{label} seed {seed}",
-                            show_progress=show_progress,
-                            k=ev.k,
-                            seed=seed,
-                            closer=closer,
-                        )
-                    )
+                reports = _checkpoint_reports(runner, policy, closer, tasks, label, held, show_progress)
+                result = CheckpointResult(label, model_ref, held.k)
+                for seed, report in reports:
                     result.reports[seed] = report
-                    extra = {"checkpoint": label, "model": model_ref, "seed": seed, "k": ev.k}
+                    extra = {"checkpoint": label, "model": model_ref, "seed": seed, "k": held.k}
                     _write_report(report, out_dir, f"{label}/seed_{seed}", extra, trajectories_path)
                     if on_report is not None:
                         on_report(label, seed, report)
@@ -333,10 +326,15 @@ def run_suite(
                 del runner, policy
                 gc.collect()  # one checkpoint's weights at a time
             results.append(result)
-    suite = SuiteResult(ev.k, list(ev.seeds), results, out_dir)
+    suite = SuiteResult(held.k, list(held.seeds), results, out_dir)
     suite.write()
     summary = {
-        r.label: {"model": r.model, **{m: r.stats(m) for m in METRICS}, "k": ev.k, "seeds": ev.seeds}
+        r.label: {
+            "model": r.model,
+            **{m: r.stats(m) for m in METRICS},
+            "k": held.k,
+            "seeds": list(held.seeds),
+        }
         for r in results
     }
     (out_dir / "eval_summary.json").write_text(json.dumps(summary, indent=2))
@@ -366,6 +364,27 @@ def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
         + f", so its scores measure nothing: {FIXES.get(cause, 'see the message')}. "
         f"Table and trajectories: {suite.out_dir}, {written}"
     )
+
+
+def _checkpoint_reports(runner, policy, closer, tasks, label: str, held: HeldOut, show_progress: bool):
+    """(seed, report) of one checkpoint under each seed, in order, each as soon as it is done."""
+    for seed in held.seeds:
+        description = f"{label} seed {seed}"
+        yield (
+            seed,
+            asyncio.run(
+                _evaluate(
+                    runner,
+                    policy,
+                    tasks,
+                    description,
+                    show_progress=show_progress,
+                    k=held.k,
+                    seed=seed,
+                    closer=closer,
+                )
+            ),
+        )
 
 
 async def _evaluate(runner, policy, tasks, description, *, show_progress, k, seed, closer) -> EvalReport:

@@ -82,6 +82,11 @@ def cmd_render(args) -> int:
     from aworld_train.inputs.config import load_config
 
     config = load_config(args.config, args.overrides)
+    if args.explain:  # the config alone: no dataset, agent or model is read
+        from aworld_train.facade.explain import explain
+
+        print(explain(config, args.config), end="")
+        return 0
     if config.backend != "local":
         run = _trainer(args).render()
         print(run.config_text(), end="")
@@ -224,6 +229,11 @@ def _add_training_commands(sub) -> None:
     render = sub.add_parser("render", help="print the final config without running")
     _with_config(render)
     render.add_argument("--output", help="also write it to this file")
+    render.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every setting instead: its value here (* where the config sets it), default and meaning",
+    )
     render.set_defaults(func=cmd_render)
 
     check = sub.add_parser(

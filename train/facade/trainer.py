@@ -127,20 +127,39 @@ class AgentTrainer:
     def train(self, resume: bool = False):
         if not self.train_tasks and not self.engine.native_inputs(self.config).has_train_files:
             raise DatasetError("train_dataset is missing: pass train_dataset or set data.train")
-        return self.engine.train(self.run_inputs(), resume=resume)
+        result = self.engine.train(self.run_inputs(), resume=resume)
+        return self._with_held_out(result)
+
+    def _with_held_out(self, result: Any) -> Any:
+        """Every engine's run ends with one line, computed one way from the run folder's
+        evaluation token files: held-out figures before and after (also in the result)."""
+        from dataclasses import asdict
+
+        from aworld_train.evaluation.held_out import held_out
+        from aworld_train.evaluation.run_summary import held_out_figures, held_out_line
+
+        held = held_out(self.config)
+        figures = held_out_figures(self.run_dir, held.k)
+        print(held_out_line(self.config.backend, figures, held), flush=True)
+        if isinstance(result, dict):
+            result["held_out"] = {label: asdict(f) if f else None for label, f in figures.items()}
+        return result
 
     def evaluate(self, output: str | Path | None = None, show_progress: bool = True):
-        """Run the agent over the test set with the configured policy; returns an EvalReport."""
+        """Run the agent over the test set with the configured model, as a run evaluates
+        (`trainer.eval_*`); returns an EvalReport."""
         if not self.test_tasks:
             raise DatasetError("test_dataset is missing: pass test_dataset or set data.test")
-        from aworld_train.evaluation.report import evaluate
+        from aworld_train.evaluation.held_out import held_out
+        from aworld_train.evaluation.report import evaluate_held_out
         from aworld_train.prerun.servers import running_envs
         from aworld_train.rollout.episodes.runner import local_runner
 
         runner, policy = local_runner(self.spec, self.config.model, self.config.rollout, self.reward)
         with running_envs(self.config.env, self.run_dir):
             try:
-                report = asyncio.run(evaluate(runner, policy, self.test_tasks, show_progress=show_progress))
+                held = held_out(self.config)
+                report = asyncio.run(evaluate_held_out(runner, policy, self.test_tasks, held, show_progress))
             finally:
                 runner.close()  # the rollout worker processes, if any
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")

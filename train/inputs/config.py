@@ -7,7 +7,7 @@ The `verl:` and `areal:` sections are free-form: they hold the engines' native k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import (
@@ -23,8 +23,15 @@ from pydantic import (
 from aworld_train.core.errors import ConfigError
 from aworld_train.core.protocol import is_env_reference
 from aworld_train.core.validation import did_you_mean, explain_validation, read_yaml
+from aworld_train.inputs.algorithm_settings import AlgorithmConfig
+from aworld_train.inputs.data_settings import DataConfig, RewardConfig
+from aworld_train.inputs.eval_command import EvalConfig
 from aworld_train.inputs.overrides import apply_overrides
-from aworld_train.inputs.policy_settings import LoraConfig, PolicyConfig, policy_problem
+from aworld_train.inputs.policy_settings import (
+    LoraConfig as LoraConfig,  # re-exported: callers import it from here
+)
+from aworld_train.inputs.policy_settings import PolicyConfig, policy_problem
+from aworld_train.inputs.sft_settings import SFTConfig
 from aworld_train.rollout.episodes.settings import RolloutSettings
 
 DEFAULT_MODEL = "embedded:smollm2-135m"
@@ -48,96 +55,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class AlgorithmConfig(_Section):
-    name: Literal["grpo"] = "grpo"
-    group_size: int = Field(4, description="samples per task (n); GRPO compares them, so 2 or more")
-    lr: float = Field(1.0e-5, gt=0)
-    kl_coef: float = Field(0.0, ge=0)
-    clip_low: float = Field(0.2, ge=0)
-    clip_high: float = Field(0.28, ge=0)
-    norm_adv_by_std: bool = True
-    advantage: Literal["grpo", "gigpo", "discounted"] = Field(
-        "grpo",
-        description="grpo: the episode's return on every token; gigpo: plus a step-level advantage over "
-        "turns that acted on the same state across the group (arXiv 2505.10978); discounted: each "
-        "turn's discounted return-to-go against the group (docs/BACKENDS.md, Credit per turn)",
-    )
-    gamma: float = Field(
-        1.0, gt=0, le=1, description="discount per turn of the returns gigpo and discounted compare"
-    )
-    step_advantage_weight: float = Field(
-        1.0, ge=0, description="gigpo: the weight of the step-level advantage beside the episode's"
-    )
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    warmup_steps: int = Field(0, ge=0)
-    grad_clip: float = Field(1.0, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    micro_batch_tokens: int = Field(4096, ge=64, description="token budget of one forward/backward")
-    mini_batches: int = Field(
-        1, ge=1, description="optimizer steps per rollout batch (>1 makes clipping matter)"
-    )
-    gradient_checkpointing: bool = False
-    max_staleness: int = Field(
-        0,
-        ge=0,
-        description="0 samples a step, then trains it (synchronous); N > 0 keeps episodes running while the "
-        "learner trains and trains a group only if its oldest token is at most N weight versions behind "
-        "(verl: trainer.v1.trainer_mode colocate_async and sampler.max_off_policy_threshold; AReaL: "
-        "rollout.max_head_offpolicyness)",
-    )
-    importance_cap: float = Field(
-        2.0,
-        ge=1.0,
-        description="the largest weight a token sampled by older weights gets in the loss (truncated "
-        "importance sampling of the proximal over the behaviour policy; verl: "
-        "algorithm.rollout_correction.rollout_is_threshold; AReaL: actor.rejection_sampling.upper)",
-    )
-    lora: LoraConfig | None = Field(
-        None,
-        description="train a LoRA adapter only; unset: every weight trains (verl: "
-        "actor_rollout_ref.model.lora_rank, lora_alpha, target_modules; AReaL: actor.use_lora, lora_rank, "
-        "lora_alpha, target_modules)",
-    )
-    mismatch_tolerance: float = Field(
-        0.1,
-        gt=0,
-        description="warn when the rollout's logprobs and the learner's recomputation of them differ "
-        "by more than this (mean absolute, per token) before an update; bf16 rounding alone gives "
-        "up to about 0.04, float32 under 1e-4. On verl: its training/rollout_probs_diff_mean (the "
-        "same tokens' probabilities)",
-    )
-
-    @field_validator("group_size")
-    @classmethod
-    def _a_group_to_compare(cls, value: int) -> int:
-        if value < 2:
-            raise ValueError(
-                f"{value}: GRPO's advantage is a sample's reward against its group's mean, so a group of "
-                "one gives every advantage 0 and nothing is learned; use 2 or more"
-            )
-        return value
-
-
-class DataConfig(_Section):
-    train: str | None = None
-    test: str | None = None
-    batch_size: int = Field(8, ge=1, description="tasks per training step")
-    prompt_key: str = "prompt"
-    answer_key: str = "ground_truth"
-    max_test: int | None = Field(None, ge=1, description="evaluate on at most this many test rows")
-
-
-class RewardConfig(_Section):
-    fn: str | None = Field(None, description="'module:function' or 'path/to/file.py:function'")
-    kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="keyword arguments the reward function gets on every call"
-    )
-
-
 class EnvServerConfig(_Section):
-    name: str
-    port: int = Field(0, ge=0, le=65535, description="0 picks a free port")
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the server process")
+    name: str = Field(
+        description="which server: a name of env/launcher.py's SERVERS (calculator, gaia, bfcl, agentgym, "
+        "...); its URL is exported as <NAME>_MCP_URL for the agent's ${...} reference"
+    )
+    port: int = Field(
+        0, ge=0, le=65535, description="0 picks a free port, so that runs side by side never clash"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra environment for the server process; a key or token as a ${VAR} reference, since "
+        "the config is saved in the run folder",
+    )
     per_node: bool = Field(
         True,
         description="on a Ray cluster, also start it on every other node that runs episodes (each worker "
@@ -184,10 +114,23 @@ class EnvServerConfig(_Section):
 
 class TrainerConfig(_Section):
     steps: int = Field(
-        20, ge=1, description="GRPO steps; a run of none would load the model and train nothing"
+        20,
+        ge=1,
+        description="GRPO steps (one batch sampled and learned each); a run of none would load the model and "
+        "train nothing; 20: a short run (verl: trainer.total_training_steps; AReaL: total_train_steps)",
     )
-    eval_every: int = Field(5, ge=0)
-    save_every: int = Field(10, ge=0)
+    eval_every: int = Field(
+        5,
+        ge=0,
+        description="evaluate on data.test every N steps; 0 never (eval_before and eval_after still run); "
+        "5: a few points over the default steps (verl: trainer.test_freq; AReaL: evaluator.freq_steps)",
+    )
+    save_every: int = Field(
+        10,
+        ge=0,
+        description="save a checkpoint every N steps (the local backend saves the last step's too); 0: no "
+        "periodic checkpoint (verl: trainer.save_freq; AReaL: saver.freq_steps)",
+    )
     save_total_limit: int | None = Field(
         1,
         ge=1,
@@ -196,7 +139,11 @@ class TrainerConfig(_Section):
         "removed after each save, and --resume continues from the last. null keeps every checkpoint "
         "(verl: trainer.max_actor_ckpt_to_keep)",
     )
-    run_dir: str = "runs/default"
+    run_dir: str = Field(
+        "runs/default",
+        description="the run folder: the final config, metrics, token files, trajectories, checkpoints; "
+        "under runs/, which git ignores",
+    )
     ray_address: str | None = Field(
         None,
         description="verl: join the Ray cluster at host:port (RAY_ADDRESS when unset); none: verl starts its own",
@@ -210,93 +157,115 @@ class TrainerConfig(_Section):
             raise ValueError(problem)
         return value
 
-    eval_before: bool = True
-    eval_after: bool = True
-    log_trajectories: int = Field(4, ge=0, description="sampled trajectories written per step")
+    eval_before: bool = Field(
+        True,
+        description="evaluate on data.test before the first step, the baseline a run is judged against "
+        "(verl: trainer.val_before_train; AReaL: evaluator.eval_before_train)",
+    )
+    eval_after: bool = Field(
+        True,
+        description="evaluate on data.test after the last step: the figure a run ends on (verl: "
+        "trainer.test_freq, which validates at the last step)",
+    )
+    eval_temperature: float | None = Field(
+        None,
+        ge=0,
+        description="sampling temperature of every held-out evaluation, on every backend (verl: "
+        "rollout.val_kwargs; AReaL: the evaluator's); 0 is greedy; unset: rollout.temperature",
+    )
+    eval_k: int = Field(
+        1,
+        ge=1,
+        description="samples per held-out task; pass@k and mean@k come from them; 1: plain accuracy, the "
+        "cheapest (verl: actor_rollout_ref.rollout.val_kwargs.n)",
+    )
+    eval_seeds: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="one held-out evaluation per seed, each sample drawing from its own seed so that "
+        "`aworld-train eval` reproduces the figure; unset: [trainer.seed]",
+    )
+    eval_max_turns: int | None = Field(
+        None,
+        ge=1,
+        description="assistant turns per user turn in held-out episodes; unset: rollout.max_assistant_turns",
+    )
+    log_trajectories: int = Field(
+        4, ge=0, description="sampled trajectories written per step; a few to read, not the whole batch"
+    )
     stop_after_failed_steps: int = Field(
         3,
         ge=0,
-        description="stop after this many steps in a row where every episode failed for one cause; 0 never",
+        description="stop after this many steps in a row where every episode failed for one cause; 0 never; "
+        "3: a passing fault (a server's restart) is outlived, a broken setup stops early",
     )
-    seed: int = 0
-
-
-class EvalConfig(_Section):
-    """`aworld-train eval`: k samples per task under fixed seeds, over one or more checkpoints."""
-
-    k: int = Field(1, ge=1, description="samples per task; pass@k and mean@k are computed from them")
-    seeds: list[int] = Field(
-        default_factory=lambda: [0],
-        min_length=1,
-        description="one evaluation per seed; the spread is reported",
+    seed: int = Field(
+        0,
+        description="seeds what a run draws: each step's tasks, each sample's tokens, torch; fixed, so that "
+        "one config run twice repeats (AReaL: seed)",
     )
-    checkpoints: list[str] = Field(
-        default_factory=list,
-        description="models to compare: run folders, checkpoint folders or embedded:<name> (empty: `model`)",
-    )
-    policy_url: str | None = Field(
-        None,
-        description="an OpenAI-compatible completions endpoint that returns token ids (a vLLM server, "
-        "http://host:8000/v1); unset: the local model",
-    )
-    policy_model: str | None = Field(
-        None, description="model name sent to policy_url (default: each checkpoint as given)"
-    )
-    api_key: str | None = Field(None, description="for policy_url; keep it a ${ENV_VAR} reference")
-    request_timeout_s: float = Field(300.0, gt=0)
-    temperature: float | None = Field(None, ge=0, description="sampling temperature (default: rollout's)")
-    out_dir: str | None = Field(None, description="table, plot and trajectories (default: <run_dir>/eval)")
-
-
-class SFTConfig(_Section):
-    """`aworld-train sft`: supervised fine-tuning on multi-turn trajectories, loss on assistant tokens."""
-
-    data: list[str] = Field(
-        default_factory=list,
-        description="trajectory files: AgentGym records (item_id, conversations) or `eval`'s JSONL",
-    )
-    format: Literal["auto", "agentgym", "trajectory"] = "auto"
-    only_correct: bool = Field(True, description="keep only trajectories whose reward reaches min_reward")
-    min_reward: float = 0.999
-    system: str | None = Field(None, description="system prompt put before AgentGym conversations")
-    backend: Literal["local", "verl"] = "local"
-    epochs: int = Field(1, ge=1)
-    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
-    lr: float = Field(1.0e-5, gt=0)
-    batch_size: int = Field(8, ge=1, description="sequences per optimizer step")
-    micro_batch_tokens: int = Field(4096, ge=64, description="token budget of one forward/backward")
-    max_length: int = Field(2048, ge=16, description="longer sequences are left out (and counted)")
-    warmup_steps: int = Field(0, ge=0)
-    weight_decay: float = Field(0.0, ge=0)
-    grad_clip: float = Field(1.0, gt=0)
-    seed: int = 0
-    run_dir: str = "runs/sft"
-    eval_after: bool = Field(True, description="evaluate the result on data.test right after training")
-    eval_base: bool = Field(False, description="evaluate the starting model too, in the same table")
-    verl: dict[str, Any] = Field(default_factory=dict, description="native keys for verl's SFT trainer")
 
 
 class TrainConfig(_Section):
-    backend: str = "local"
-    model: str = DEFAULT_MODEL
-    agent: str | None = Field(None, description="'module:factory' or an agent YAML path")
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    backend: str = Field(
+        "local",
+        description="the engine that trains: local (built in: this process, a CPU or one GPU), verl or "
+        "areal (their own trainers, rendered from this config); local needs no cluster",
+    )
+    model: str = Field(
+        DEFAULT_MODEL,
+        description="the policy to train: a local transformers folder, or embedded:<name> (a small model "
+        "installed with the package, so that a run works offline on a CPU)",
+    )
+    agent: str | None = Field(
+        None,
+        description="the AWorld agent or team whose LLM calls train: 'module:factory' or an agent YAML path "
+        "(or AgentTrainer's agent)",
+    )
+    algorithm: AlgorithmConfig = Field(
+        default_factory=AlgorithmConfig,
+        description="how the policy learns: GRPO's loss, its optimizer, credit per turn, LoRA, staleness",
+    )
     policies: dict[str, PolicyConfig] = Field(
         default_factory=dict,
         description="a team's policies: {name: {agents, lora, lr, frozen}}, each a LoRA adapter of its own "
         "on the shared base (unset: every agent shares one policy); see inputs/policy_settings.py",
     )
-    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
-    data: DataConfig = Field(default_factory=DataConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    rollout: RolloutSettings = Field(
+        default_factory=RolloutSettings,
+        description="what every episode obeys: turn and token limits, sampling, timeouts, the tool-call "
+        "format, concurrency",
+    )
+    data: DataConfig = Field(
+        default_factory=DataConfig, description="the train and held-out tasks, and the batch"
+    )
+    reward: RewardConfig = Field(
+        default_factory=RewardConfig, description="the function that scores each episode"
+    )
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig,
+        description="the run: its steps, evaluations, checkpoints, folder and seed",
+    )
     env: list[EnvServerConfig] = Field(
         default_factory=list, description="MCP servers the run starts over HTTP on 127.0.0.1"
     )
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
-    verl: dict[str, Any] = Field(default_factory=dict)
-    areal: dict[str, Any] = Field(default_factory=dict)
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig,
+        description="`aworld-train eval`: the checkpoints, samples and seeds; unset: the run's own held-out "
+        "settings",
+    )
+    sft: SFTConfig = Field(
+        default_factory=SFTConfig, description="`aworld-train sft`: fine-tuning on multi-turn trajectories"
+    )
+    verl: dict[str, Any] = Field(
+        default_factory=dict,
+        description="verl's own keys (backend verl), filling what the facade leaves: one that agrees with "
+        "a facade key is kept, one that contradicts a facade key you set is refused",
+    )
+    areal: dict[str, Any] = Field(
+        default_factory=dict,
+        description="AReaL's own keys (backend areal), under the same rules as verl's",
+    )
 
     @field_validator("backend")
     @classmethod

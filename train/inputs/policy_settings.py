@@ -32,13 +32,23 @@ class _Section(BaseModel):
 class LoraConfig(_Section):
     """algorithm.lora: train a LoRA adapter (peft) instead of every weight, on every engine."""
 
-    rank: int = Field(16, ge=1, description="the adapter's rank r")
-    alpha: float = Field(32.0, gt=0, description="its scale is alpha / rank")
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input while training")
+    rank: int = Field(
+        16, ge=1, description="the adapter's rank r: its capacity, and its size; 16, a common middle"
+    )
+    alpha: float = Field(
+        32.0, gt=0, description="its scale is alpha / rank; 32, twice the rank, the usual ratio"
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="dropout on the adapter's input while training; 0.0, since verl and AReaL build none "
+        "(they refuse more)",
+    )
     target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear",
         description="the model's module names to adapt (e.g. [q_proj, v_proj]), or all-linear: every "
-        "linear layer but the output head",
+        "linear layer but the output head, which fits any model",
     )
 
     @field_validator("target_modules")

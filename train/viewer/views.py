@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.viewer.drift import episode_drift
 from aworld_train.viewer.store import CORRECT, EpisodeSet, Run
@@ -212,6 +213,17 @@ _TRAJECTORY_FIELDS = (
 )  # fmt: skip
 
 
+def malformed_note(run: Run, episode_set: EpisodeSet, status: str) -> str | None:
+    """How a training step's malformed episode (a call no agent could run) counted: the run's
+    rollout.train_on_malformed decides, on every engine; None for other episodes."""
+    if status != "malformed_tool_call" or episode_set.kind != "train":
+        return None
+    default = RolloutSettings.model_fields["train_on_malformed"].default
+    if (run.config().get("rollout") or {}).get("train_on_malformed", default):
+        return "trained at reward 0 (rollout.train_on_malformed: true)"
+    return "left out of the loss and of its group's baseline (rollout.train_on_malformed: false)"
+
+
 def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) -> dict[str, Any]:
     episode_set = run.episode_set(name)
     episode = run.episode(episode_set, episode_id)
@@ -248,6 +260,7 @@ def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) 
         "episode_id": episode_id,
         **{k: episode.get(k) for k in _EPISODE_FIELDS},
         "error": traj.get("error"),
+        "malformed": malformed_note(run, episode_set, episode.get("status")),
         **{k: traj.get(k) for k in _TRAJECTORY_FIELDS},
         "tool_calls": calls,
         "tokens": {"available": bool(segments), "reason": None if segments else NO_TOKENS},

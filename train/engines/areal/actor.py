@@ -15,7 +15,8 @@ compare: no figure.
 
 AReaL 1.0.4 builds its actor in `PPOTrainer._create_train_engine` by class; `MeasuredPPOTrainer`
 names ours there (its workers import it by module path), so it relies on AReaL's internals:
-`require_areal_version` refuses another AReaL.
+`require_areal_version` refuses another AReaL. It is also the trainer that evaluates before and after
+training (`held_out.py`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ import functools
 from typing import Any
 
 import torch
-from areal import PPOTrainer
 from areal.engine import FSDPPPOActor
 from areal.trainer.ppo.actor import PPOActorController
 from areal.utils import stats_tracker
 from areal.utils.environ import is_single_controller
 
+from aworld_train.engines.areal.held_out import HeldOutPPOTrainer
 from aworld_train.engines.logprob_mismatch import (
     MAX,
     MEAN,
@@ -136,7 +137,7 @@ class ReportingActorController(PPOActorController):
         return stats
 
 
-class MeasuredPPOTrainer(PPOTrainer):
+class MeasuredPPOTrainer(HeldOutPPOTrainer):
     """AReaL's PPOTrainer whose FSDP actor measures the logprob mismatch each step."""
 
     mismatch_tolerance: float | None = None
@@ -152,7 +153,8 @@ class MeasuredPPOTrainer(PPOTrainer):
         return actor
 
 
-def measured_trainer(tolerance: float | None) -> type[MeasuredPPOTrainer]:
-    """The trainer class of a run, warning above `tolerance` (its algorithm.mismatch_tolerance)."""
+def measured_trainer(settings: dict[str, Any]) -> type[MeasuredPPOTrainer]:
+    """The trainer class of a run, its `settings` (main.py: trainer_settings) as class attributes:
+    the mismatch warning's tolerance, the evaluations before and after training."""
     require_areal_version()
-    return type("ArealTrainer", (MeasuredPPOTrainer,), {"mismatch_tolerance": tolerance})
+    return type("ArealTrainer", (MeasuredPPOTrainer,), dict(settings))

@@ -34,17 +34,28 @@ def read_rows(path: str | None) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def trainer_settings(workflow: dict[str, Any]) -> dict[str, Any]:
+    """The trainer's class attributes from workflow.yaml: the mismatch warning's tolerance, and
+    whether it evaluates before and after training (held_out.py)."""
+    held_out = workflow.get("held_out") or {}
+    return {
+        "mismatch_tolerance": workflow.get("mismatch_tolerance"),
+        "eval_before": bool(held_out.get("before", False)),
+        "eval_after": bool(held_out.get("after", False)),
+    }
+
+
 def trainer_class(workflow: dict[str, Any], folder: Path):
-    """AReaL's PPOTrainer with the logprob mismatch each step (`actor.py`); on a CPU, the one that
-    uses our policy server, started here."""
-    tolerance = workflow.get("mismatch_tolerance")
+    """AReaL's PPOTrainer with the logprob mismatch each step (`actor.py`) and the held-out
+    evaluations (`held_out.py`); on a CPU, the one that uses our policy server, started here."""
+    settings = trainer_settings(workflow)
     if workflow.get("cpu_server"):
         from aworld_train.engines.areal.cpu.trainer import cpu_trainer
 
-        return cpu_trainer(workflow["cpu_server"], folder, tolerance)
+        return cpu_trainer(workflow["cpu_server"], folder, settings)
     from aworld_train.engines.areal.actor import measured_trainer
 
-    return nullcontext(measured_trainer(tolerance))
+    return nullcontext(measured_trainer(settings))
 
 
 def main(argv: list[str]) -> None:
@@ -57,6 +68,14 @@ def main(argv: list[str]) -> None:
     train_rows = read_rows(config.train_dataset.path)
     valid_rows = read_rows(config.valid_dataset.path if config.valid_dataset else None)
     kwargs = {**workflow["kwargs"], "gconfig": config.gconfig}
+    # evaluation: the held-out samples of each task (k under each seed, the held-out rollout
+    # settings: workflow.yaml's eval_kwargs), raw rewards
+    eval_kwargs = {
+        **kwargs,
+        "gconfig": config.eval_gconfig,
+        **workflow.get("eval_kwargs", {}),
+        "group_baseline": False,
+    }
     with (
         trainer_class(workflow, folder) as trainer_cls,
         trainer_cls(config, train_dataset=train_rows, valid_dataset=valid_rows or None) as trainer,
@@ -65,8 +84,7 @@ def main(argv: list[str]) -> None:
             workflow=workflow["workflow"],
             workflow_kwargs=kwargs,
             eval_workflow=workflow["workflow"],
-            # evaluation: one episode per sample AReaL asks for, raw rewards
-            eval_workflow_kwargs={**kwargs, "group_size": 1, "group_baseline": False},
+            eval_workflow_kwargs=eval_kwargs,
         )
 
 

@@ -26,6 +26,7 @@ from aworld_train.engines.areal.cpu_run import cpu_values, is_cpu_run, server_se
 from aworld_train.engines.areal.facade import facade_values
 from aworld_train.engines.areal.worker import scheduling_spec
 from aworld_train.engines.native import Derived, fill
+from aworld_train.evaluation.held_out import held_out
 from aworld_train.inputs.run import RenderedRun, RunInputs
 from aworld_train.rollout.samples.codec import TASK_FIELD, task_to_json
 from aworld_train.rollout.samples.token_log import TOKENS_DIR
@@ -66,8 +67,14 @@ def check_keys(native: dict[str, Any], tree: dict[str, Any] | None = None, prefi
 
 
 def validate_native(native: dict[str, Any]) -> None:
-    """The `areal:` section's keys are AReaL's, and it leaves group normalisation to us."""
+    """The `areal:` section's keys are AReaL's, and it leaves group normalisation and the evaluation
+    before training to us."""
     check_keys(native)
+    if (native.get("evaluator") or {}).get("eval_before_train"):
+        raise ConfigError(
+            "areal.evaluator.eval_before_train: AReaL 1.0.4 runs it after the first update; the trainer "
+            "evaluates the weights before any update itself (trainer.eval_before, on by default): remove it"
+        )
     if (native.get("actor") or {}).get("reward_norm") is not None:
         raise ConfigError(
             "areal.actor.reward_norm: aworld-train normalises rewards within each task's group in its "
@@ -151,8 +158,7 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         # enough passes over the data for `steps`; total_train_steps stops the run
         Derived("total_train_epochs", max(1, math.ceil(run.steps * data.batch_size / rows))),
         Derived("saver.freq_steps", run.save_every or None, "trainer.save_every"),
-        Derived("evaluator.freq_steps", run.eval_every or None, "trainer.eval_every"),
-        Derived("evaluator.eval_before_train", run.eval_before, "trainer.eval_before"),
+        *held_out_values(cfg),
         *facade_values(cfg),
     ]
     if algo.kl_coef > 0:
@@ -164,6 +170,37 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         if "fileroot" in areal_fields()["fields"][section]:
             values.append(Derived(f"{section}.fileroot", "${cluster.fileroot}"))
     return values
+
+
+def held_out_values(cfg: TrainConfig) -> list[Derived]:
+    """AReaL's evaluator from the run's held-out settings (`held_out(cfg)`): its cadence, and the
+    generation settings of evaluation (`eval_gconfig`: k samples a task, the held-out temperature;
+    the rest as `gconfig`). The evaluations before and after training are the trainer's (held_out.py)."""
+    held = held_out(cfg)
+    return [
+        Derived("evaluator.freq_steps", cfg.trainer.eval_every or None, "trainer.eval_every"),
+        Derived("evaluator.eval_before_train", False),
+        Derived("eval_gconfig.n_samples", held.k, "trainer.eval_k"),
+        Derived("eval_gconfig.temperature", held.temperature, "trainer.eval_temperature"),
+    ]
+
+
+def eval_settings(inputs: RunInputs, final: dict[str, Any]) -> dict[str, Any]:
+    """workflow.yaml's `held_out` (the evaluations the trainer adds) and `eval_kwargs` (what the
+    workflow evaluates with: k samples a task under each held-out seed, the held-out rollout settings)."""
+    cfg, held = inputs.config, held_out(inputs.config)
+    rollout = held.rollout(cfg.rollout).model_copy(
+        update={"temperature": final["eval_gconfig"]["temperature"]}
+    )
+    tests = bool(inputs.test_tasks)
+    return {
+        "held_out": {"before": cfg.trainer.eval_before and tests, "after": cfg.trainer.eval_after and tests},
+        "eval_kwargs": {
+            "group_size": int(final["eval_gconfig"]["n_samples"]),
+            "eval_seeds": list(held.seeds),
+            "rollout": rollout.model_dump(mode="json"),
+        },
+    }
 
 
 def single_gpu_values(native: dict[str, Any], context: int | None) -> list[Derived]:
@@ -198,6 +235,8 @@ def merge_native(inputs: RunInputs, folder: Path, model_path: str) -> tuple[dict
     final = fill(native, derived, inputs, "areal")
     group_size = int(final["gconfig"]["n_samples"])
     final["gconfig"]["n_samples"] = 1
+    # evaluation generates as training does (adapter name, lengths) but for its own keys
+    final["eval_gconfig"] = {**final["gconfig"], **final["eval_gconfig"]}
     return final, group_size
 
 
@@ -232,8 +271,10 @@ def render(inputs: RunInputs) -> RenderedRun:
     model_path = str(resolve_model_path(cfg.model))
     final, group_size = merge_native(inputs, folder, model_path)
     write_jsonl(inputs.train_tasks, folder / "train.jsonl")
-    write_jsonl(inputs.test_tasks or inputs.train_tasks, folder / "valid.jsonl")
+    write_jsonl(inputs.test_tasks, folder / "valid.jsonl")  # none: AReaL evaluates nothing
     spec_path = inputs.spec.write(folder / "agent_spec.yaml")
+    held = eval_settings(inputs, final)
+    final["eval_gconfig"]["n_samples"] = 1  # the workflow runs a task's k samples (eval_kwargs)
     workflow = {
         "workflow": WORKFLOW,
         "kwargs": {
@@ -254,9 +295,12 @@ def render(inputs: RunInputs) -> RenderedRun:
         "cpu_server": server_settings(cfg, model_path) if is_cpu_run(cfg) else None,
         # the step line warns above it (engines/areal/actor.py)
         "mismatch_tolerance": cfg.algorithm.mismatch_tolerance,
+        **held,
     }
     (folder / "workflow.yaml").write_text(yaml.safe_dump(workflow, sort_keys=False))
     config_path = folder / "areal_config.yaml"
     config_path.write_text(yaml.safe_dump(final, sort_keys=False))
-    (inputs.run_dir / "config.yaml").write_text(cfg.render())
+    # what the run does: AReaL's saver keeps every checkpoint (read back by `eval`, `--resume`)
+    kept = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"save_total_limit": None})})
+    (inputs.run_dir / "config.yaml").write_text(kept.render())
     return RenderedRun("areal", folder, config_path, command(config_path), final)

@@ -14,6 +14,11 @@ LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per 
 ledger's exact ids come back as AReaL's tensor dict: input_ids, loss_mask, logprobs, versions,
 attention_mask, rewards. Raw rewards and statuses go to AReaL's stats tracker (its rollout and
 eval logs).
+
+Evaluation (`group_baseline: False`, the held-out kwargs of workflow.yaml): each task `group_size`
+(trainer.eval_k) times under each of `eval_seeds`, sample j under seed s drawing from
+`derive_seed(s, task id, j)` as the local backend's evaluation does (seeds.py carries each call's
+seed to the server), its tokens in the set `eval/<eval_set>` (before, step_N, after).
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.engines.areal.rows import NOT_SAMPLED, AgentRow, areal_rows, turn_rows
+from aworld_train.engines.areal.seeds import SEED_KEY, carry_sampling_seeds
+from aworld_train.evaluation.report import held_out_group
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import STATUSES, Task, Trajectory
-from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.client import Generation, SamplingParams, derive_seed
 from aworld_train.rollout.policies.models import load_tokenizer
 from aworld_train.rollout.samples.codec import TASK_FIELD, task_from_json
 from aworld_train.rollout.samples.credit import Credit, turn_advantages
@@ -70,8 +77,14 @@ class ArealEnginePolicy:
             temperature=sampling.temperature,
             top_p=sampling.top_p,
         )
+        # the call's seed (a held-out episode's), sent by AReaL's request builder (seeds.py)
+        metadata = {} if sampling.seed is None else {SEED_KEY: sampling.seed}
         request = ModelRequest(
-            rid=self.rid, input_ids=list(prompt_ids), gconfig=gconfig, tokenizer=self.tokenizer
+            rid=self.rid,
+            input_ids=list(prompt_ids),
+            gconfig=gconfig,
+            tokenizer=self.tokenizer,
+            metadata=metadata,
         )
         response = await self.engine.agenerate(request)
         ids = list(response.output_tokens)
@@ -135,8 +148,14 @@ class AWorldWorkflow(RolloutWorkflow):
         step_weight: float = 1.0,
         episodes_file: str | None = None,
         tokens_dir: str | None = None,
+        eval_seeds: list[int] | None = None,
+        eval_set: str | None = None,
     ) -> None:
+        carry_sampling_seeds()
         self.group_size = group_size
+        # evaluation: the held-out seeds (None: unseeded) and the token set its episodes go to
+        self.eval_seeds = eval_seeds
+        self.eval_set = eval_set
         # one JSON line per episode (status, raw reward, advantage, weight version): the run's record
         self.episodes_file = Path(episodes_file) if episodes_file else None
         # every episode's tokens, one part file per task group (rollout/samples/token_log.py)
@@ -156,9 +175,9 @@ class AWorldWorkflow(RolloutWorkflow):
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
 
-    async def _episode(self, engine, task: Task) -> Episode:
+    async def _episode(self, engine, task: Task, seed: int | None = None) -> Episode:
         policy = ArealEnginePolicy(engine, self.gconfig, self.tokenizer)
-        traj = await self.runner.run(policy, task, episode_id=policy.rid)
+        traj = await self.runner.run(policy, task, episode_id=policy.rid, seed=seed)
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )
@@ -174,12 +193,10 @@ class AWorldWorkflow(RolloutWorkflow):
     async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         """The task's group of episodes as one padded batch; None when no episode of it counts."""
         task = task_from_row(data)
+        if not self.group_baseline:
+            return await self.evaluate(engine, task)
         episodes = await asyncio.gather(*(self._episode(engine, task) for _ in range(self.group_size)))
         record_stats(episodes)
-        if not self.group_baseline:  # evaluation: an episode's first row carries its raw reward
-            self.write_episodes(episodes, [None] * len(episodes), "eval")
-            await self.write_tokens(task, episodes, {}, "eval")
-            return concat_padded_tensors([episode.rows[0].tensors for episode in episodes])
         trainable = [episode.trajectory.trainable(self.settings.train_on_malformed) for episode in episodes]
         kept = [row for episode, ok in zip(episodes, trainable, strict=True) if ok for row in episode.rows]
         # per agent: each agent's rows against the same agent's in the group's other episodes
@@ -205,6 +222,23 @@ class AWorldWorkflow(RolloutWorkflow):
                 ]
             )
         return concat_padded_tensors([part for row in kept for part in turn_rows(row, credit[id(row)])])
+
+    async def evaluate(self, engine, task: Task) -> dict[str, torch.Tensor]:
+        """The task's held-out samples (`group_size` under each seed), each seed's in its own held-out
+        group of the token files; an episode's first row carries its raw reward."""
+        seeds = self.eval_seeds if self.eval_seeds is not None else [None]
+        draws = [
+            (seed, None if seed is None else derive_seed(seed, task.id, j))
+            for seed in seeds
+            for j in range(self.group_size)
+        ]
+        episodes = await asyncio.gather(*(self._episode(engine, task, draw) for _, draw in draws))
+        record_stats(episodes)
+        self.write_episodes(episodes, [None] * len(episodes), "eval")
+        for seed in seeds:
+            chunk = [episode for (own, _), episode in zip(draws, episodes, strict=True) if own == seed]
+            await self.write_tokens(task, chunk, {}, "eval", held_out_group(task.id, seed))
+        return concat_padded_tensors([episode.rows[0].tensors for episode in episodes])
 
     def write_episodes(self, episodes: list[Episode], advantages: list, phase: str) -> None:
         if self.episodes_file is None:
@@ -237,23 +271,31 @@ class AWorldWorkflow(RolloutWorkflow):
             out.write("".join(lines))
 
     async def write_tokens(
-        self, task: Task, episodes: list[Episode], credit: dict[int, list[float]], phase: str
+        self,
+        task: Task,
+        episodes: list[Episode],
+        credit: dict[int, list[float]],
+        phase: str,
+        group: str | None = None,
     ) -> None:
         """The group's episodes as one part file of the run's token files. AReaL's workflow does
-        not see the trainer's step: the group goes to the step its newest weights were served in
-        (version v: step v + 1); the trainer's logprobs are computed later, and stay null."""
+        not see the trainer's step: a training group goes to the step its newest weights were served
+        in (version v: step v + 1); an evaluation to the set the trainer names (`eval_set`), else to
+        the step of the weights that sampled it (version v: after step v, as the local backend's
+        `eval/step_N`). The trainer's logprobs are computed later, and stay null."""
         if self.tokens_dir is None:
             return
-        notes = token_notes(episodes, credit, task.id)
+        notes = token_notes(episodes, credit, group or task.id)
         newest = max((n.version_span[1] for n in notes if n.version_span), default=NOT_SAMPLED)
-        name = step_set(newest + 1)
+        step = newest + 1 if phase == "train" else max(newest, 0)
+        name = step_set(step) if phase == "train" else f"eval/{self.eval_set or step_set(step)}"
         await asyncio.to_thread(
             write_episodes,
             self.tokens_dir,
-            name if phase == "train" else f"eval/{name}",
+            name,
             [episode.trajectory for episode in episodes],
             phase,
-            newest + 1,
+            step,
             notes,
         )
 

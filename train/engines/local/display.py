@@ -107,19 +107,15 @@ def status_mix(metrics: dict[str, Any]) -> str:
 
 
 def show_done(summary: dict[str, Any], run_dir: Path) -> None:
-    """The run's closing lines: accuracy and reward before and after, the curve, the viewer."""
+    """The run's closing lines: its steps, the reward curve, the viewer (the held-out figures
+    follow, in the line every engine's run ends with: facade/trainer.py)."""
     console.print(
-        f"[bold green]done[/]: held-out accuracy {_pct(summary['accuracy_before'])} -> "
-        f"{_pct(summary['accuracy_after'])}, mean reward {_num(summary['mean_reward_before'])} -> "
-        f"{_num(summary['mean_reward_after'])} after {summary['steps']} steps; reward curve "
+        f"[bold green]done[/]: {summary['steps']} steps; mean held-out reward "
+        f"{_num(summary['mean_reward_before'])} -> {_num(summary['mean_reward_after'])}; reward curve "
         f"{summary['reward_curve']}"
     )
     view = escape(f"aworld-train view {shlex.quote(str(run_dir))}")
     console.print(f"every episode, token by token: [bold]{view}")
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _num(value: float | None) -> str:

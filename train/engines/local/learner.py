@@ -35,6 +35,7 @@ from aworld_train.engines.local.samples import (
     stale_positions,
     staleness_stats,
 )
+from aworld_train.engines.local.shared_prefix import decoder_hidden
 from aworld_train.engines.logprob_mismatch import mismatch_metrics, token_mismatch
 from aworld_train.inputs.config import AlgorithmConfig
 from aworld_train.rollout.policies.models import large_blocks_unmapped_on_free, release_freed_memory
@@ -123,7 +124,7 @@ class GRPOLearner:
             logits = model(input_ids=ids, attention_mask=batch["attention"]).logits[:, :-1][mask]
             out[mask] = token_logprobs(logits, targets, self.temperature)
         else:
-            hidden = decoder(input_ids=ids, attention_mask=batch["attention"]).last_hidden_state[:, :-1]
+            hidden = decoder_hidden(decoder, ids, batch["attention"])[:, :-1]
             out[mask] = chunked_token_logprobs(hidden[mask], head, targets, self.temperature)
         return out
 

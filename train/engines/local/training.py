@@ -35,11 +35,12 @@ from aworld_train.engines.local.step_metrics import (
     stale_example,
     staleness_metrics,
 )
-from aworld_train.evaluation.report import EvalReport, evaluate
+from aworld_train.evaluation.held_out import held_out
+from aworld_train.evaluation.report import EvalReport, evaluate_held_out
 from aworld_train.inputs.policy_settings import frozen_agents
 from aworld_train.prerun.servers import running_envs
 from aworld_train.rollout.samples.credit import credit_of
-from aworld_train.rollout.samples.token_log import step_set
+from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set
 
 if TYPE_CHECKING:
     from aworld_train.inputs.run import RunInputs
@@ -87,12 +88,17 @@ class LocalTraining:
 
     # -- a step and what happens around it ---------------------------------------------------
     def evaluate(self, name: str, step: int) -> EvalReport:
-        episodes = evaluate(
-            self.runner, self.parts.serving, self.inputs.test_tasks, description=f"eval ({name})"
+        episodes = evaluate_held_out(
+            self.runner,
+            self.parts.serving,
+            self.inputs.test_tasks,
+            held_out(self.cfg),
+            description=f"eval ({name})",
         )
         report = self.sampler.run(episodes)
         self.folder.write_trajectories(f"eval/{name}", report.trajectories)
-        self.folder.write_tokens(f"eval/{name}", report.trajectories, "eval", step)
+        notes = [EpisodeNotes(group=group) for group in report.groups()]
+        self.folder.write_tokens(f"eval/{name}", report.trajectories, "eval", step, notes)
         self.folder.log(step, report.summary(), prefix="eval")
         console.print(f"[bold]held-out ({name}, step {step}):[/bold] {report.text()}")
         return report

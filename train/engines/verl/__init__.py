@@ -55,6 +55,7 @@ class VerlEngine(Engine):
         from aworld_train.engines.native import launch_run
         from aworld_train.engines.verl.cpu_run import remove_vllm_weights
         from aworld_train.engines.verl.step_lines import MismatchWatch
+        from aworld_train.evaluation.verl_checkpoints import latest_verl_checkpoint
 
         def refuse_nothing_to_resume(run: RenderedRun) -> None:
             # verl's resume_mode=auto starts at step 0 without a word where it finds no checkpoint:
@@ -102,18 +103,6 @@ class VerlEngine(Engine):
                 f"run folder {rendered.folder})"
             )
         return result
-
-
-def latest_verl_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint verl's `resume_mode=auto` continues from: the step named by its tracker file
-    (`latest_checkpointed_iteration.txt`), where that folder exists; else None."""
-    tracker = folder / "latest_checkpointed_iteration.txt"
-    try:
-        step = int(tracker.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    path = folder / f"global_step_{step}"
-    return path if path.is_dir() else None
 
 
 ENGINE = VerlEngine()

@@ -21,6 +21,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.engines.node_servers import node_server_urls
 from aworld_train.engines.verl.turn_credit import TURNS_FIELD, segment_turns
+from aworld_train.engines.verl.validation import episode_seed, is_validation, loop_settings
+from aworld_train.evaluation.report import CORRECT
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.settings import RolloutSettings
@@ -63,6 +65,8 @@ class VerlServerPolicy:
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         params = {**self.base_params, "max_tokens": sampling.max_new_tokens, "logprobs": True}
+        if sampling.seed is not None:  # a validation sample's call: its own draws (vLLM's `seed`)
+            params["seed"] = sampling.seed
         out = await self.server.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params
         )
@@ -126,6 +130,8 @@ def _output(
         "agent": seg.agent,
         "truncated": truncated,
         "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
+        # verl's validation metric: a session with no output (a failed episode) counts 0 for `acc` alone
+        "acc": float(reward >= CORRECT),
     }
     policy_s = traj.timings.get("policy_s", 0.0)
     return AgentLoopOutput(
@@ -219,6 +225,7 @@ class AWorldAgentLoop(AgentLoopBase):
         reward_kwargs: dict[str, Any] | None = None,
         env_servers: list[dict[str, Any]] | None = None,
         run_dir: str | None = None,
+        held_out: dict[str, Any] | None = None,
         **kwargs,
     ) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: our agent brings its MCP tools
@@ -239,11 +246,17 @@ class AWorldAgentLoop(AgentLoopBase):
         self.settings = RolloutSettings(**settings)
         reward_fn = RewardFunction.load(reward, kwargs=reward_kwargs) if reward else None
         self.runner = EpisodeRunner(load_agent_spec(spec_path), self.tokenizer, self.settings, reward_fn)
+        held = loop_settings(plain(held_out))
+        self.held_out = held
+        # validation episodes: the held-out turn limit and temperature, one runner for all of them
+        self.held_runner = self.runner.with_settings(held.rollout(self.settings)) if held else self.runner
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
         task = task_from_row(kwargs)
         policy = VerlServerPolicy(self.server_manager, sampling_params, self.runner.stop_token_ids)
-        traj = await self.runner.run(policy, task, episode_id=policy.request_id)
+        runner = self.held_runner if is_validation(kwargs) else self.runner
+        seed = episode_seed(kwargs, task.id, self.held_out)
+        traj = await runner.run(policy, task, episode_id=policy.request_id, seed=seed)
         # verl's V1 trainer takes every segment and leaves a failed episode out of its group
         # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
         outputs = to_agent_loop_outputs(

@@ -57,6 +57,8 @@ from aworld_train.engines.verl.facade import same as facade_same
 from aworld_train.engines.verl.modes import require_trainer_mode
 from aworld_train.engines.verl.tokens import SPLIT_FIELD
 from aworld_train.engines.verl.turn_credit import credit_env
+from aworld_train.engines.verl.validation import loop_held_out, val_extra, validation_derived
+from aworld_train.evaluation.held_out import held_out
 from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
 from aworld_train.rollout.samples.codec import TASK_FIELD, chat_prompt, ground_truth_text, task_to_json
 
@@ -203,12 +205,11 @@ def derived_values(inputs: RunInputs, folder: Path, model_path: str) -> list[Der
         Derived("trainer.default_local_dir", str(inputs.run_dir.resolve() / "checkpoints")),
         Derived("trainer.total_training_steps", cfg.trainer.steps, "trainer.steps"),
         Derived("trainer.save_freq", cfg.trainer.save_every or -1, "trainer.save_every"),
-        Derived("trainer.test_freq", cfg.trainer.eval_every or -1, "trainer.eval_every"),
-        Derived("trainer.val_before_train", cfg.trainer.eval_before, "trainer.eval_before"),
         Derived("trainer.project_name", "aworld-train"),
         Derived("trainer.experiment_name", inputs.run_dir.name),
         Derived("trainer.logger", ["console"]),
         *facade_values(cfg),
+        *validation_derived(inputs),  # the held-out evaluation, as on every engine
         *sampler_derived(cfg),
         *(cpu_derived(cfg) if is_cpu_run(cfg) else []),
     ]
@@ -297,26 +298,23 @@ def validate(final) -> None:
         raise ConfigError(f"verl rejects the rendered config: {exc}") from None
 
 
-def write_parquet(tasks, path: Path, split: str = "train") -> None:
+def write_parquet(tasks, path: Path, eval_seeds: tuple[int, ...] = ()) -> None:
     """verl's row layout (chat `prompt`, `reward_model`, `agent_name`); the task itself rides in
-    extra_info, with the split the row is of (the token files tell validation episodes by it)."""
+    extra_info, with the split the row is of (the token files tell validation episodes by it).
+    Validation rows (`eval_seeds` given) come once per eval seed, each with its seed."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    extras = [val_extra(seed) for seed in eval_seeds] or [{SPLIT_FIELD: "train"}]
     rows = [
         {
             "prompt": chat_prompt(task),
             "data_source": task.data_source,
             "agent_name": AGENT_NAME,
             "reward_model": {"style": "rule", "ground_truth": ground_truth_text(task.ground_truth)},
-            "extra_info": {
-                "index": index,
-                "task_id": task.id,
-                SPLIT_FIELD: split,
-                TASK_FIELD: task_to_json(task),
-            },
+            "extra_info": {"index": index, "task_id": task.id, **extra, TASK_FIELD: task_to_json(task)},
         }
-        for index, task in enumerate(tasks)
+        for index, (extra, task) in enumerate((extra, task) for extra in extras for task in tasks)
     ]
     pq.write_table(pa.Table.from_pylist(rows), path)
 
@@ -363,7 +361,8 @@ def render(inputs: RunInputs) -> RenderedRun:
     if inputs.train_tasks:
         write_parquet(inputs.train_tasks, folder / "train.parquet")
     if inputs.test_tasks or inputs.train_tasks:
-        write_parquet(inputs.test_tasks or inputs.train_tasks, folder / "val.parquet", "val")
+        val_tasks = inputs.test_tasks or inputs.train_tasks
+        write_parquet(val_tasks, folder / "val.parquet", held_out(cfg).seeds)
     spec_path = inputs.spec.write(folder / "agent_spec.yaml")
     rollout = cfg.rollout.model_dump(mode="json")
     loop_entry = {
@@ -373,6 +372,7 @@ def render(inputs: RunInputs) -> RenderedRun:
         "reward": inputs.reward.reference,
         "reward_kwargs": inputs.reward.kwargs,
         "rollout": rollout,
+        "held_out": loop_held_out(cfg),  # validation rows' settings and seeds (engines/verl/validation.py)
         "env_servers": server_entries(cfg.env),
         "run_dir": str(inputs.run_dir.resolve()),
     }

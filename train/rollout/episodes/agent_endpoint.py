@@ -22,11 +22,17 @@ class AgentEndpoint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     base_url: str = Field(description="the endpoint's OpenAI base URL, e.g. http://host:8000/v1")
-    model: str
+    model: str = Field(description="the model name sent with each request")
     api_key: str = Field("not-used", description="keep it a ${ENV_VAR} reference")
     temperature: float | None = Field(None, ge=0, description="the endpoint's default if unset")
-    max_tokens: int | None = Field(None, ge=1)
-    timeout_s: float = Field(120.0, gt=0)
+    max_tokens: int | None = Field(
+        None, ge=1, description="tokens one answer may take; unset: the endpoint's"
+    )
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="seconds one request may take (retried twice); 120 for a hosted model's queue",
+    )
 
     @field_validator("base_url")
     @classmethod

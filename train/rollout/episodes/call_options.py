@@ -11,7 +11,10 @@ becoming loss:
 - a response format is a grammar the policy samples under (`grammar_key`,
   `rollout/policies/grammar.py`);
 - a turn that may hold one call is ended after its first call's closing text (`first_call_only`);
-- a turn that breaks its tool_choice is malformed (`choice_problem`).
+- a turn that breaks its tool_choice is malformed (`choice_problem`), and so is a turn that calls a
+  tool the call does not offer (`unoffered_problem`): the policy's own mistake, which no agent can
+  run, ended and recorded the same on every path (in process, through the gateway) before any
+  framework sees the call.
 """
 
 from __future__ import annotations
@@ -130,3 +133,20 @@ def choice_problem(parsed: ParseResult, options: CallOptions) -> str | None:
     if options.tool_choice in ("required", "function") and not parsed.calls and not parsed.errors:
         return f"tool_choice={options.tool_choice!r}, but no call could be read from the turn"
     return None
+
+
+def unoffered_problem(parsed: ParseResult, tools: list[dict[str, Any]] | None) -> str | None:
+    """Why a parsed turn calls a tool the call does not offer (it ends the episode malformed), or None.
+
+    A name the policy invented would otherwise reach the agent as a valid call: one framework
+    answers it with an error result (AWorld), another raises (the OpenAI Agents SDK), and the
+    episode would end as data the policy learns nothing from; as a malformed call it trains at
+    reward 0 where `rollout.train_on_malformed` says so."""
+    offered = tool_names(tools)
+    invented = [c.name for c in parsed.calls if c.name not in offered]
+    if not invented:
+        return None
+    return (
+        f"the turn calls {', '.join(repr(name) for name in invented)}, not among the call's tools "
+        f"({', '.join(offered) or 'none offered'})"
+    )

@@ -23,7 +23,7 @@ from typing import Any
 from aworld_train.core.errors import RewardError
 from aworld_train.core.protocol import SERVER_DOWN_MARK
 from aworld_train.rollout.episodes.agent_endpoint import ExternalAgent
-from aworld_train.rollout.episodes.call_options import choice_problem
+from aworld_train.rollout.episodes.call_options import choice_problem, unoffered_problem
 from aworld_train.rollout.episodes.driver import (
     AgentDriver,
     AgentRole,
@@ -202,9 +202,9 @@ class Episode:
                     f"episode's budget) inside a tool call, which is never run as if whole ({inside})",
                 )
                 return await self._hold()
-            problem = choice_problem(parsed, options)
-            if parsed.malformed or problem:
-                self._end("malformed_tool_call", "; ".join([*parsed.errors, *([problem] if problem else [])]))
+            problems = [*parsed.errors, choice_problem(parsed, options), unoffered_problem(parsed, tools)]
+            if any(problems):  # never answered: a gateway call reads 410 with this reason
+                self._end("malformed_tool_call", "; ".join(p for p in problems if p))
                 return await self._hold()
             self._made_calls(reply.tool_calls, [(c.name, c.arguments) for c in parsed.calls], turn, role)
             if not reply.tool_calls:

@@ -43,6 +43,13 @@ class EpisodeRunner:
         self._batches: RolloutRuntime | None = None  # holds the worker processes of rollout.workers > 1
         self._served: Served | None = None  # what `_batches` serves
 
+    def with_settings(self, settings: RolloutSettings) -> EpisodeRunner:
+        """This runner where `settings` are its own, else a runner of the same agent, tokenizer and
+        reward under `settings` (held-out episodes at their own temperature and turn limit)."""
+        if settings == self.settings:
+            return self
+        return EpisodeRunner(self.agent, self.tokenizer, settings, self.reward)
+
     def runtime(self, policy: Served) -> RolloutRuntime:
         """What the episodes share; a router's policies serve its agents' calls (a policy per agent)."""
         if isinstance(policy, PolicyRouter):
@@ -73,7 +80,7 @@ class EpisodeRunner:
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
         if self._batches is None or self._served is not policy:
-            self.close()
+            self._close_batches()
             self._batches, self._served = self.runtime(policy), policy
         return await run_episodes(
             self.agent,
@@ -86,10 +93,17 @@ class EpisodeRunner:
             limit=limit,
         )
 
-    def close(self) -> None:
-        """End the worker processes, if any; a later batch starts new ones."""
+    def _close_batches(self) -> None:
         if self._batches is not None:
             self._batches.close()
+
+    def close(self) -> None:
+        """End the worker processes and the agent's own processes (an agent through the gateway),
+        if any; a later batch starts new ones."""
+        self._close_batches()
+        stop_processes = getattr(self.agent, "stop_processes", None)
+        if stop_processes is not None:
+            stop_processes()
 
 
 def local_runner(

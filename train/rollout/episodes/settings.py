@@ -43,10 +43,20 @@ class RolloutSettings(BaseModel):
         4,
         ge=1,
         description="assistant turns (LLM calls, over all agents) per user turn; one more ends the "
-        "episode max_turns (verl's multi_turn.max_assistant_turns)",
+        "episode max_turns; 4: a tool call or two and the answer (verl's multi_turn.max_assistant_turns)",
     )
-    max_new_tokens: int = Field(128, ge=1)
-    max_total_tokens: int = Field(4096, ge=16, description="ledger length at which an episode stops")
+    max_new_tokens: int = Field(
+        128,
+        ge=1,
+        description="tokens one LLM call may sample (a call's max_tokens may lower it); 128 holds a tool call "
+        "or a short answer (AReaL: gconfig.max_new_tokens; verl: each call's max_tokens)",
+    )
+    max_total_tokens: int = Field(
+        4096,
+        ge=16,
+        description="ledger length in tokens (prompt, replies, tool results) at which an episode stops; "
+        "4096 holds a few tool turns within a small model's context",
+    )
     max_prompt_tokens: int | None = Field(
         None,
         ge=1,
@@ -57,9 +67,25 @@ class RolloutSettings(BaseModel):
         ge=1,
         description="tokens after the first prompt at which an episode stops (verl's response_length)",
     )
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    temperature: float = Field(
+        1.0,
+        ge=0,
+        description="sampling temperature of training episodes; 1.0 samples the policy as it is, so a "
+        "group varies; 0 is greedy (verl: actor_rollout_ref.rollout.temperature; AReaL: gconfig.temperature)",
+    )
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="sample from the most likely tokens whose probability adds up to top_p; 1.0 keeps every "
+        "token (verl: actor_rollout_ref.rollout.top_p; AReaL: gconfig.top_p)",
+    )
+    top_k: int = Field(
+        0,
+        ge=0,
+        description="sample from the k most likely tokens; 0 disables top-k (verl: "
+        "actor_rollout_ref.rollout.top_k, 0 as -1; AReaL: gconfig.top_k)",
+    )
     tool_parser: str = Field(
         "auto",
         description="the tool-call format to parse: auto (the chat template family's parser where it reads the "
@@ -68,7 +94,9 @@ class RolloutSettings(BaseModel):
         "harmony, granite, pythonic)",
     )
     tool_block: Literal["auto", "never"] = Field(
-        "auto", description="add the tool list to the system turn when the chat template ignores tools="
+        "auto",
+        description="auto adds the tool list to the system turn when the chat template ignores tools=, so "
+        "the model sees its tools; never leaves it out (few-shot turns show the calls)",
     )
     tool_results_as_user: bool = Field(
         False,
@@ -82,20 +110,32 @@ class RolloutSettings(BaseModel):
     episode_timeout_s: float = Field(
         120.0,
         gt=0,
-        description="time the agent and its tools may take; time waiting for or inside the policy does not count",
+        description="seconds the agent and its tools may take; time waiting for or inside the policy does "
+        "not count, so a slow sampler fails no episode",
     )
     episode_wall_timeout_s: float = Field(
         3600.0,
         gt=0,
-        description="wall-clock limit of one episode, policy queue included (a guard against hangs)",
+        description="wall-clock seconds of one episode, policy queue included: a guard against hangs, an "
+        "hour so that it never cuts a working episode",
     )
-    tool_timeout_s: float = Field(30.0, gt=0)
-    concurrency: int = Field(16, ge=1, description="episodes at once (over all workers)")
+    tool_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a tool call may wait for its result before the episode ends tool_timeout; 30 "
+        "lets a web search or a sandboxed program finish",
+    )
+    concurrency: int = Field(
+        16,
+        ge=1,
+        description="episodes at once (over all workers); 16, so that the policy batches some calls while "
+        "others wait on their tools (AReaL: rollout.max_concurrent_rollouts)",
+    )
     workers: int = Field(
         1,
         ge=1,
         description="processes that run episodes (AWorld's loop is CPU-bound per process); "
-        "the policy stays in the main process (local backend and eval)",
+        "the policy stays in the main process (local backend and eval); 1: no process to start",
     )
     engine: Literal["transformers", "vllm"] = Field(
         "transformers",
@@ -104,16 +144,27 @@ class RolloutSettings(BaseModel):
         "trainer's weights pushed to it after every update; verl: actor_rollout_ref.rollout.name)",
     )
     vllm_kv_cache_gib: float = Field(
-        2.0, gt=0, description="rollout.engine vllm: vLLM's key/value cache (VLLM_CPU_KVCACHE_SPACE)"
+        2.0,
+        gt=0,
+        description="rollout.engine vllm: vLLM's key/value cache in GiB (VLLM_CPU_KVCACHE_SPACE); 2, room "
+        "for a small model's episodes at the default limits",
     )
-    max_batch_size: int = Field(64, ge=1, description="requests the local policy batches together")
+    max_batch_size: int = Field(
+        64,
+        ge=1,
+        description="requests the local policy batches into one forward pass; 64, above the default "
+        "concurrency, so that every waiting call joins the batch",
+    )
     prefix_cache_mb: float = Field(
         256,
         ge=0,
-        description="memory the local policy keeps for keys/values of prompts seen (prefix reuse); 0 turns it off",
+        description="MB the local policy keeps for keys/values of prompts seen (prefix reuse: an agent's "
+        "next turn starts from its last); 0 turns it off",
     )
     train_on_malformed: bool = Field(
-        False, description="keep episodes whose tool call could not be parsed in the loss (reward 0)"
+        False,
+        description="keep episodes that end on a malformed tool call in the loss, at reward 0: a call "
+        "that could not be parsed, breaks its tool_choice, or names a tool the call does not offer",
     )
     frozen_agents: list[str] = Field(
         default_factory=list,

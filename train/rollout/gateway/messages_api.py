@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
-from typing import Any, Literal, NoReturn
+from typing import Any, ClassVar, Literal, NoReturn
 
 from anthropic.types import (
     InputJSONDelta,
@@ -46,13 +46,9 @@ from anthropic.types.raw_message_delta_event import Delta
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from aworld_train.rollout.episodes.driver import CallOptions, Reply
-from aworld_train.rollout.gateway.openai_api import (
-    MODEL,
-    ApiRequest,
-    RequestError,
-    check_named_tool,
-    first_error,
-)
+from aworld_train.rollout.gateway import field_rules
+from aworld_train.rollout.gateway.openai_api import check_named_tool
+from aworld_train.rollout.gateway.refusals import ApiRequest, first_error, not_text, refuse
 
 # the episode names a chat completion's parameters when it refuses a call: here they are these
 PARAMS = {
@@ -109,7 +105,9 @@ class _OutputFormat(_Shape):
 class MessagesRequest(ApiRequest):
     """`POST /messages`: the fields read; `check` turns them into a chat call."""
 
-    model: str = MODEL
+    RULES: ClassVar = field_rules.MESSAGES
+
+    model: str | None = None  # None: the session's own name (Session.model)
     max_tokens: int = Field(ge=1)
     messages: list[Any] = Field(min_length=1)
     system: str | list[Any] | None = None
@@ -172,7 +170,7 @@ class MessagesRequest(ApiRequest):
 
 
 def _refuse(param: str, fix: str) -> NoReturn:
-    raise RequestError(f"{param}: {fix}", param)
+    raise refuse(param, fix)
 
 
 def _read(model: type[BaseModel], value: Any, where: str) -> Any:
@@ -259,10 +257,7 @@ def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
             content = _text(result.content, f"{where}.{j}.content")
             results.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
         else:
-            _refuse(
-                f"{where}.{j}.type",
-                f"{kind!r} blocks are not served: the policy reads text; give text or tool_result blocks",
-            )
+            raise not_text(f"{where}.{j}.type", kind, "blocks", "text or tool_result blocks")
     if texts or not results:
         return [*results, {"role": "user", "content": "\n".join(texts)}]
     return results
@@ -275,7 +270,7 @@ def _text(content: str | list[Any], where: str) -> str:
     texts = []
     for j, block in enumerate(content):
         if _kind(block) != "text":
-            _refuse(f"{where}.{j}.type", f"{_kind(block)!r} blocks are not served here: give text blocks")
+            raise not_text(f"{where}.{j}.type", _kind(block), "blocks", "text blocks")
         texts.append(_read(_Text, block, f"{where}.{j}").text)
     return "\n".join(texts)
 

@@ -1,21 +1,21 @@
-"""OpenAI's chat and text completion shapes, as the gateway reads and writes them, and what every
-served API shares: reading a body, refusing a field by name, OpenAI's error shape.
+"""OpenAI's chat and text completion requests, as the gateway reads them, and OpenAI's error shape.
 
-A request is checked field by field before any policy call, its messages and tools against
-pydantic models of OpenAI's shapes, and a field the gateway cannot honour is refused with its name
-(a silently ignored field would train a policy on prompts or samples the agent never meant; a
-message without a role would break the episode's chat template). `tool_choice`,
-`parallel_tool_calls` and `response_format` become the call's `CallOptions`, which the episode
-honours or refuses (`check_call`); `logit_bias` and the frequency and presence penalties are
-refused: the trainer computes each token's logprob under the policy alone. An episode's `Reply`
-becomes a `chat.completion`, or the chunks of a stream.
+A request is checked field by field before any policy call (`refusals.py`), its messages and tools
+against pydantic models of OpenAI's shapes, and a field the gateway cannot honour is refused with
+its name, why and what to send (`field_rules.py`; a message without a role would break the
+episode's chat template). A content part that is not text (an image, audio, a file) is refused:
+the policy would answer without having seen it. `tool_choice`, `parallel_tool_calls` and
+`response_format` become the call's `CallOptions`, which the episode honours or refuses
+(`check_call`); `logit_bias`, the frequency and presence penalties and `top_logprobs` are refused:
+the trainer computes each token's logprob under the policy alone, and knows only the sampled
+token's. An episode's `Reply` becomes a `chat.completion`, or the chunks of a stream
+(`openai_answers.py`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-import pydantic_core
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,16 +29,11 @@ from pydantic import (
 )
 
 from aworld_train.rollout.episodes.driver import CallOptions
+from aworld_train.rollout.gateway import field_rules
+from aworld_train.rollout.gateway.refusals import ApiRequest, RequestError, first_error, not_text, refuse
 
+# the model a session answers as where its agent has no name (GET /models, a request naming none)
 MODEL = "aworld-train-policy"
-
-
-class RequestError(ValueError):
-    """A request the gateway refuses: HTTP 400 in OpenAI's error shape, naming the field."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 class _Shape(BaseModel):
@@ -85,7 +80,6 @@ class _ToolMessage(_Shape):
 ChatMessage = Annotated[
     _SystemMessage | _UserMessage | _AssistantMessage | _ToolMessage, Field(discriminator="role")
 ]
-ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 class _ToolFunction(_Shape):
@@ -103,26 +97,8 @@ _MESSAGES = TypeAdapter(list[ChatMessage])
 _TOOLS = TypeAdapter(list[_Tool] | None)
 
 
-class ApiRequest(BaseModel):
-    """A request body of one of the served APIs: read by pydantic, then `check`ed."""
-
-    # clients send fields the gateway has no use for (user, metadata, store, ...)
-    model_config = ConfigDict(extra="allow")
-
-    def check(self) -> None:
-        """RequestError (naming the field and the fix) for what the fields' types alone let through."""
-
-
-# why a request may not reweight the policy's distribution (logit_bias, penalties)
-REWEIGHTING = (
-    "the trainer computes each token's logprob under the policy alone, so a sample drawn under {what} "
-    "would be another policy's: remove {name} (the run's rollout.temperature, top_p and top_k shape "
-    "sampling)"
-)
-
-
 class _Request(ApiRequest):
-    model: str = MODEL
+    model: str | None = None  # None: the session's own name (Session.model)
     n: int = Field(1, ge=1, le=16)
     stop: str | list[str] | None = None
     max_tokens: int | None = Field(None, ge=1)
@@ -143,13 +119,9 @@ class _Request(ApiRequest):
         return value
 
     def check(self) -> None:
-        if self.logit_bias:
-            raise RequestError(
-                "logit_bias: " + REWEIGHTING.format(what="a bias", name="logit_bias"), "logit_bias"
-            )
-        for name in ("frequency_penalty", "presence_penalty"):
+        for name in ("logit_bias", "frequency_penalty", "presence_penalty"):
             if getattr(self, name):
-                raise RequestError(f"{name}: " + REWEIGHTING.format(what="a penalty", name=name), name)
+                raise refuse(name, self.RULES[name])
 
     def stops(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -160,6 +132,8 @@ class _Request(ApiRequest):
 
 
 class ChatRequest(_Request):
+    RULES: ClassVar = field_rules.CHAT
+
     messages: list[dict[str, Any]] = Field(min_length=1)  # checked as ChatMessage by `check`
     tools: list[dict[str, Any]] | None = None  # checked as OpenAI's function tools by `check`
     tool_choice: str | dict[str, Any] | None = None
@@ -167,7 +141,7 @@ class ChatRequest(_Request):
     response_format: dict[str, Any] | None = None
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=0)  # only the sampled token's logprob is known
+    top_logprobs: int | None = None  # refused unless 0: only the sampled token's logprob is known
     _choice: tuple[str, str | None] = PrivateAttr(("auto", None))
     _schema: dict[str, Any] | None = PrivateAttr(None)
 
@@ -175,6 +149,8 @@ class ChatRequest(_Request):
         """Each message and tool against OpenAI's shapes (RequestError naming the first bad field);
         a `developer` message is the system message of OpenAI's newer models."""
         super().check()
+        if self.top_logprobs:
+            raise refuse("top_logprobs", field_rules.CHAT_TOP_LOGPROBS)
         try:
             _MESSAGES.validate_python(self.messages)
         except ValidationError as exc:
@@ -183,6 +159,7 @@ class ChatRequest(_Request):
             _TOOLS.validate_python(self.tools)
         except ValidationError as exc:
             raise first_error(exc, "tools") from None
+        _text_only(self.messages)
         self.messages = [{**m, "role": "system"} if m["role"] == "developer" else m for m in self.messages]
         self._choice = _chat_tool_choice(self.tool_choice, self.tools)
         self._schema = _chat_json_schema(self.response_format)
@@ -200,6 +177,18 @@ class ChatRequest(_Request):
             parallel_tool_calls=self.parallel_tool_calls is not False,
             json_schema=self._schema,
         )
+
+
+def _text_only(messages: list[dict[str, Any]]) -> None:
+    """RequestError for the first content part that is not text: the policy reads text only."""
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            kind = part.get("type")
+            if kind != "text":
+                raise not_text(f"messages.{i}.content.{j}.type", kind, "parts", "text parts")
+            if not isinstance(part.get("text"), str):
+                raise refuse(f"messages.{i}.content.{j}.text", "give the part's text")
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
@@ -230,10 +219,7 @@ def _chat_tool_choice(
     if isinstance(function, dict) and isinstance(function.get("name"), str):
         check_named_tool(function["name"], tools, "tool_choice")
         return "function", function["name"]
-    raise RequestError(
-        'tool_choice: give "auto", "none", "required" or {"type": "function", "function": {"name": ...}}',
-        "tool_choice",
-    )
+    raise refuse("tool_choice", field_rules.CHAT_TOOL_CHOICE)
 
 
 def _chat_json_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -251,14 +237,12 @@ def _chat_json_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
             "response_format.json_schema.schema: give the JSON schema the answer must follow",
             "response_format.json_schema.schema",
         )
-    raise RequestError(
-        'response_format: give {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", '
-        '"json_schema": {"name": ..., "schema": {...}}}',
-        "response_format",
-    )
+    raise refuse("response_format", field_rules.CHAT_RESPONSE_FORMAT)
 
 
 class CompletionRequest(_Request):
+    RULES: ClassVar = field_rules.COMPLETION
+
     prompt: str | list[int] = Field(description="text, or the prompt's token ids")
     max_tokens: int | None = Field(16, ge=1)
     logprobs: int | None = Field(None, ge=0, le=1)  # only the sampled token's logprob is known
@@ -278,71 +262,12 @@ class RewardReport(BaseModel):
     """`POST <base_url>/reward`: the reward an agent reports for its episode."""
 
     model_config = ConfigDict(extra="forbid")
+    RULES: ClassVar = field_rules.REWARD
 
     # a number only (strict: "0.5" and true are refused); NaN, Infinity and 1e309 (read as
     # infinity) are refused where they arrive
     reward: Annotated[FiniteFloat, Strict()]
     extras: dict[str, Any] = Field(default_factory=dict)
-
-
-# pydantic's JSON parser refuses nesting deeper than this (Python's json module raises
-# RecursionError near 1000 instead); no OpenAI request nests nearly so deep
-MAX_JSON_DEPTH = 200
-
-
-def read_json(raw: bytes) -> Any:
-    """A request body's JSON, or RequestError: not JSON, or nested deeper than MAX_JSON_DEPTH.
-    NaN and Infinity (which Python's json writes) are read, and refused by the field they reach."""
-    try:
-        return pydantic_core.from_json(raw, allow_inf_nan=True)
-    except ValueError as exc:
-        if "recursion limit" in str(exc):
-            raise RequestError(
-                f"the request body nests deeper than {MAX_JSON_DEPTH} levels ({exc}): flatten it"
-            ) from None
-        raise RequestError(f"the request body is not JSON ({exc}): send one JSON object") from None
-
-
-def parse(model: type[BaseModel], body: Any) -> Any:
-    """A request of `model` from a JSON body, or RequestError naming the first bad field."""
-    if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
-    try:
-        request = model.model_validate(body)
-    except ValidationError as exc:
-        raise first_error(exc) from None
-    if isinstance(request, ApiRequest):
-        request.check()
-    return request
-
-
-# what OpenAI's shape asks of a field that pydantic refused (its message says only what is wrong)
-_SHAPE_FIXES = {
-    "tool_calls": 'give a list of {"id", "type": "function", "function": {"name", "arguments"}}',
-    "tool_call_id": "give the id of the call this result answers",
-    "function": 'give {"name", "arguments"} (tools: {"name", "description", "parameters"})',
-    "content": "give text, or a list of content parts",
-    "reward": 'send a number: {"reward": 1.0, "extras": {...}}',
-}
-
-
-def first_error(exc: ValidationError, prefix: str | None = None) -> RequestError:
-    """The first of pydantic's errors as a RequestError whose `param` is the field's dotted path
-    (a message's role, which pydantic adds to the path of its fields, left out)."""
-    first = exc.errors()[0]
-    loc = [str(p) for p in first["loc"] if p not in ROLES]
-    kind = first["type"]
-    if kind in ("union_tag_not_found", "union_tag_invalid"):
-        loc.append("role")
-        got = first.get("input", {}).get("role") if isinstance(first.get("input"), dict) else None
-        message = (
-            f"{got!r} is not a role OpenAI's API knows" if got is not None else "every message needs a role"
-        ) + f": use one of {', '.join(ROLES)}"
-    else:
-        hint = next((fix for name, fix in _SHAPE_FIXES.items() if name in loc), None)
-        message = first["msg"] + (f": {hint}" if hint else "")
-    field = ".".join([*([prefix] if prefix else []), *loc]) or None
-    return RequestError(f"{field}: {message}" if field else message, field)
 
 
 def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict:

@@ -112,6 +112,15 @@ class ProcessAgent(SpecFile):
     ) -> ProcessRun:
         return ProcessRun(self, endpoint, episode_id, task, max_assistant_turns)
 
+    def stop_processes(self) -> None:
+        """Stop this agent's processes and forget them: a run's end (nothing a run starts outlives
+        it); a later episode starts a new one."""
+        spec = self.model_dump_json()
+        for key in [key for key in _PROCESSES if key[1] == spec]:
+            process = _PROCESSES.pop(key)
+            if process.gateway is not None:
+                process.gateway.submit(process.stop()).result()
+
 
 class AgentProcess:
     """One running agent process and the turns it owes; lives on the gateway's event loop."""
@@ -124,6 +133,7 @@ class AgentProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=_LOG_TAIL)
         self.log_path: Path | None = None
         self.starts = 0
+        self.gateway: Gateway | None = None  # whose event loop it lives on
         self._starting: asyncio.Lock | None = None  # made on the gateway's loop
         self._ready: asyncio.Future | None = None  # the ready line of the process last started
 
@@ -289,6 +299,7 @@ def agent_process(spec: ProcessAgent, where: Gateway) -> AgentProcess:
     key = (id(where), spec.model_dump_json())
     if key not in _PROCESSES:
         _PROCESSES[key] = AgentProcess(spec)
+        _PROCESSES[key].gateway = where
     return _PROCESSES[key]
 
 

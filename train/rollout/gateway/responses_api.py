@@ -22,7 +22,7 @@ The answer is the SDK's own `Response` and, for `stream: true`, its events (resp
 
 from __future__ import annotations
 
-from typing import Any, Literal, NoReturn
+from typing import Any, ClassVar, Literal, NoReturn
 
 from openai.types.responses import (
     FunctionTool,
@@ -33,14 +33,10 @@ from openai.types.shared import ResponseFormatJSONObject, ResponseFormatText
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from aworld_train.rollout.episodes.driver import CallOptions
+from aworld_train.rollout.gateway import field_rules
 from aworld_train.rollout.gateway.conversations import Conversations
-from aworld_train.rollout.gateway.openai_api import (
-    MODEL,
-    ApiRequest,
-    RequestError,
-    check_named_tool,
-    first_error,
-)
+from aworld_train.rollout.gateway.openai_api import check_named_tool
+from aworld_train.rollout.gateway.refusals import ApiRequest, first_error, not_text, refuse
 
 # the episode names a chat completion's parameters when it refuses a call: here they are these
 PARAMS = {"response_format": "text.format"}
@@ -80,7 +76,9 @@ class _FunctionCallOutputItem(_Item):
 class ResponsesRequest(ApiRequest):
     """`POST /responses`: the fields read; `check` turns them into a chat call."""
 
-    model: str = MODEL
+    RULES: ClassVar = field_rules.RESPONSES
+
+    model: str | None = None  # None: the session's own name (Session.model)
     input: str | list[Any]
     instructions: str | None = None
     tools: list[Any] | None = None
@@ -139,11 +137,7 @@ class ResponsesRequest(ApiRequest):
                 "own history)",
             )
         if self.top_logprobs:
-            _refuse(
-                "top_logprobs",
-                "only the sampled token's logprob is known: leave top_logprobs out (include "
-                "'message.output_text.logprobs' for the sampled tokens' logprobs)",
-            )
+            _refuse("top_logprobs", field_rules.RESPONSES_TOP_LOGPROBS)
         for i, value in enumerate(self.include or []):
             if value not in (*_HONOURED_INCLUDES, *_EMPTY_INCLUDES):
                 _refuse(
@@ -255,7 +249,7 @@ class ResponsesRequest(ApiRequest):
 
 
 def _refuse(param: str, fix: str) -> NoReturn:
-    raise RequestError(f"{param}: {fix}", param)
+    raise refuse(param, fix)
 
 
 def _function_tool(tool: Any, where: str) -> FunctionTool:
@@ -343,10 +337,7 @@ def _text(content: str | list[Any], where: str) -> str:
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in _TEXT_PARTS:
-            _refuse(
-                f"{where}.{j}.type",
-                f"{kind!r} parts are not served: the policy reads text; give input_text (or output_text) parts",
-            )
+            raise not_text(f"{where}.{j}.type", kind, "parts", "input_text (or output_text) parts")
         if not isinstance(part.get("text"), str):
             _refuse(f"{where}.{j}.text", "give the part's text")
         texts.append(part["text"])

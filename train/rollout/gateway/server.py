@@ -19,7 +19,8 @@ within BODY_TIMEOUT_S is refused (408: uvicorn bounds the wait between requests,
 a prompt that cannot fit the run's token budget is refused (413) before it is tokenized; a call
 of an episode that ends is answered 410 naming how it ended, and one of a session that ended 404.
 An unknown path is answered 404 and a wrong method 405, naming the endpoints a session serves.
-Errors are in OpenAI's shape, on `/messages` in Anthropic's.
+Errors are in OpenAI's shape, on `/messages` in Anthropic's. A session answers as one model, its
+agent's name (`Session.model`), which `GET /models` lists; any name a request gives is accepted.
 """
 
 from __future__ import annotations
@@ -41,17 +42,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aworld_train.rollout.episodes.driver import CallRefused, LLMEndpoint
-from aworld_train.rollout.gateway import openai_answers, openai_api
+from aworld_train.rollout.gateway import openai_answers, openai_api, refusals
 from aworld_train.rollout.gateway.addresses import advertised_host, host_in_url
 from aworld_train.rollout.gateway.conversations import Conversations
 from aworld_train.rollout.gateway.errors import HTTPError, error_response, error_shape
 from aworld_train.rollout.gateway.event_streams import chunk_stream, event_stream
-from aworld_train.rollout.gateway.openai_api import (
-    ChatRequest,
-    CompletionRequest,
-    RequestError,
-    RewardReport,
-)
+from aworld_train.rollout.gateway.openai_api import ChatRequest, CompletionRequest, RewardReport
+from aworld_train.rollout.gateway.refusals import RequestError
 
 # The largest request body: room for a 128k-token conversation as JSON; the run's token budget
 # bounds a prompt far more tightly, before tokenizing (Episode.check_call).
@@ -108,6 +105,12 @@ class Session:
             raise
         finally:
             self.calls.discard(future)
+
+    @property
+    def model(self) -> str:
+        """The one model name the session answers as: its agent's, the `model` its turns hand the
+        agent (ProcessAgent); any name a request gives is answered by the same policy."""
+        return self.agent or openai_api.MODEL
 
     def end_message(self) -> str | None:
         """Why no call is answered any more (the episode's status and error, as its record has
@@ -255,7 +258,7 @@ class Gateway:
                 raise HTTPError(
                     408, f"the request body did not arrive within {self.body_timeout_s:g}s", "timeout"
                 ) from None
-            return await handle(session, openai_api.read_json(raw))
+            return await handle(session, refusals.read_json(raw))
         except HTTPError as exc:
             return error_response(error_body, exc.status, exc.message, exc.kind)
         except RequestError as exc:
@@ -272,7 +275,7 @@ class Gateway:
 
     async def _chat(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
-            req: ChatRequest = openai_api.parse(ChatRequest, body)
+            req: ChatRequest = _request(ChatRequest, body, session)
             options = req.options()
             session.endpoint.check_call(
                 session.agent, messages=req.messages, tools=req.tools, options=options
@@ -288,7 +291,7 @@ class Gateway:
 
     async def _completions(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
-            req: CompletionRequest = openai_api.parse(CompletionRequest, body)
+            req: CompletionRequest = _request(CompletionRequest, body, session)
             if req.stream:
                 raise RequestError("stream: text completions are answered whole; leave it out", "stream")
             options = req.options()
@@ -303,7 +306,7 @@ class Gateway:
         from aworld_train.rollout.gateway import responses_answer, responses_api
 
         async def handle(session: Session, body: Any) -> Response:
-            req: responses_api.ResponsesRequest = openai_api.parse(responses_api.ResponsesRequest, body)
+            req: responses_api.ResponsesRequest = _request(responses_api.ResponsesRequest, body, session)
             messages, tools, options = req.messages(session.conversations), req.chat_tools, req.options()
             session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
             reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
@@ -321,7 +324,7 @@ class Gateway:
         from aworld_train.rollout.gateway import messages_api
 
         async def handle(session: Session, body: Any) -> Response:
-            req: messages_api.MessagesRequest = openai_api.parse(messages_api.MessagesRequest, body)
+            req: messages_api.MessagesRequest = _request(messages_api.MessagesRequest, body, session)
             messages, tools, options = req.chat_messages, req.chat_tools, req.options()
             session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
             reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
@@ -334,15 +337,15 @@ class Gateway:
 
     async def _models(self, request: Request) -> Response:
         try:
-            self._session(request)
+            session = self._session(request)
         except HTTPError as exc:
             return error_response(openai_api.error_body, exc.status, exc.message, exc.kind)
-        model = {"id": openai_api.MODEL, "object": "model", "created": 0, "owned_by": "aworld-train"}
+        model = {"id": session.model, "object": "model", "created": 0, "owned_by": "aworld-train"}
         return JSONResponse({"object": "list", "data": [model]})
 
     async def _reward(self, request: Request) -> Response:
         async def handle(session: Session, body: Any) -> Response:
-            report_: RewardReport = openai_api.parse(RewardReport, body)
+            report_: RewardReport = refusals.parse(RewardReport, body)
 
             async def report() -> None:
                 session.endpoint.report_reward(report_.reward, report_.extras)
@@ -351,6 +354,13 @@ class Gateway:
             return JSONResponse({"ok": True})
 
         return await self._answer(request, handle)
+
+
+def _request(kind: type[refusals.ApiRequest], body: Any, session: Session) -> Any:
+    """A request of `kind` from a JSON body; one naming no model answers as the session's."""
+    req = refusals.parse(kind, body)
+    req.model = req.model or session.model
+    return req
 
 
 _GATEWAYS: dict[tuple[str, str | None], Gateway] = {}

@@ -32,8 +32,9 @@ FIXES = {
     "error": "the agent or the policy raises: see the message",
     "worker_died": "rollout worker processes exit mid-episode (killed, out of memory?): check the machine's "
     "memory and logs, or lower rollout.workers or rollout.concurrency",
-    "malformed_tool_call": "the policy writes no tool call the parser reads: check rollout.tool_parser, "
-    "or set rollout.train_on_malformed: true",
+    "malformed_tool_call": "the policy writes tool calls no agent can run (the parser cannot read them, "
+    "or they name a tool the call does not offer: see the example): check rollout.tool_parser, or set "
+    "rollout.train_on_malformed: true",
     "stale": "groups finish more than algorithm.max_staleness weight versions behind the learner: raise "
     "algorithm.max_staleness, lower rollout.concurrency, or set algorithm.max_staleness: 0 (synchronous)",
 }

@@ -323,7 +323,7 @@ function episodeHeader(e) {
       <span><b>time</b> ${num((e.timings || {}).total_s, 2)} s</span>
       ${extras ? `<span><b>reward extras</b> ${extras}</span>` : ""}
     </div>
-    ${e.error ? `<p class="card" id="episode-error"><b>error</b> ${esc(e.error)}</p>` : ""}
+    ${e.error ? `<p class="card" id="episode-error"><b>${e.status === "malformed_tool_call" ? "malformed tool call" : "error"}</b> ${esc(e.error)}${e.malformed ? ` <span class="badge warn" id="episode-malformed">${esc(e.malformed)}</span>` : ""}</p>` : ""}
     <p><b>final answer</b> ${esc(e.final_answer || "–")} · <b>expected</b> ${esc(typeof e.ground_truth === "object" ? JSON.stringify(e.ground_truth) : e.ground_truth ?? "–")}</p>`;
 }
 

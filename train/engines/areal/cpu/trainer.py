@@ -164,14 +164,11 @@ def policy_server(
 
 @contextmanager
 def cpu_trainer(
-    settings: dict[str, Any], folder: Path, mismatch_tolerance: float | None = None
+    settings: dict[str, Any], folder: Path, trainer_settings: dict[str, Any] | None = None
 ) -> Iterator[type[ServedPPOTrainer]]:
-    """The trainer class of a CPU run, with our policy server running behind it."""
+    """The trainer class of a CPU run (`trainer_settings` as class attributes, main.py), with our
+    policy server running behind it."""
     require_areal_version()
     without_archon_engine()
     with policy_server(settings, folder) as address:
-        yield type(
-            "CPUPPOTrainer",
-            (ServedPPOTrainer,),
-            {"servers": (address,), "mismatch_tolerance": mismatch_tolerance},
-        )
+        yield type("CPUPPOTrainer", (ServedPPOTrainer,), {**(trainer_settings or {}), "servers": (address,)})
