@@ -21,7 +21,7 @@ AGENTS_VENV ?= .venv-agents
 # vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm demo-verl demo-areal fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm demo-verl demo-areal fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo demo-multistep team-demo-story team-demo-story-policies lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -102,6 +102,17 @@ team-demo:
 # the same team, a LoRA adapter per agent on the one base (policies:)
 team-demo-policies:
 	$(BIN)/aworld-train run examples/calculator_team/grpo_local_policies.yaml
+
+# the tasks with headroom (docs/BENCHMARKS.md, "Learning"): 2 to 4 dependent tool calls a question,
+# and a team of a reader and a calculator agent (shared weights, or a policy each)
+demo-multistep:
+	$(BIN)/aworld-train run examples/multistep/grpo_local.yaml
+
+team-demo-story:
+	$(BIN)/aworld-train run examples/story_team/grpo_local.yaml
+
+team-demo-story-policies:
+	$(BIN)/aworld-train run examples/story_team/grpo_local_policies.yaml
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml

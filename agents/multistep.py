@@ -12,8 +12,8 @@ URL_VARIABLE = url_variable("multistep")
 DEFAULT_URL = "http://127.0.0.1:8766/mcp"
 
 SYSTEM_PROMPT = (
-    "The calculate tool does one operation per call. Call it on the innermost parentheses first, "
-    "then on each result in turn. Answer with the final number."
+    "The calculate tool does one operation per call. Call it on the first two numbers, then on "
+    "each result with the next operation, left to right. Answer with the final number."
 )
 
 
@@ -35,10 +35,12 @@ def worked_example(question: str, steps: list[tuple[str, str]], name: str) -> li
 
 # Two worked examples as real chat turns (a 135M model copies a format from turns, not from a
 # description; given one, it rarely calls the tool at all): chains of two and three operations.
-FEW_SHOT = worked_example("What is (12 + 7) * 3?", [("12 + 7", "19"), ("19 * 3", "57")], "example_a") + (
-    worked_example(
-        "What is ((40 - 15) * 2) + 9?", [("40 - 15", "25"), ("25 * 2", "50"), ("50 + 9", "59")], "example_b"
-    )
+FEW_SHOT = worked_example(
+    "What is 12 + 7 * 3, computed left to right?", [("12 + 7", "19"), ("19 * 3", "57")], "example_a"
+) + worked_example(
+    "What is 40 - 15 * 2 + 9, computed left to right?",
+    [("40 - 15", "25"), ("25 * 2", "50"), ("50 + 9", "59")],
+    "example_b",
 )
 
 

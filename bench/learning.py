@@ -11,7 +11,7 @@ already recorded is skipped), and `report` turns them into a markdown table (mea
 seeds, a verdict per comparison) and a PNG of held-out accuracy by step per variant.
 
     python bench/learning.py list                                  # the matrix, and what is recorded
-    python bench/learning.py run [--only credit policies] [--seeds 0 1] [--dry-run]
+    python bench/learning.py run [--only credit policies] [--seeds 0 1] [--variants local] [--dry-run]
     python bench/learning.py report [--markdown docs/learning_table.md] [--png docs/learning.png]
 """
 
@@ -149,7 +149,13 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, load {load:.1f} at the start"
 
 
-def run_missing(comparisons: list[Comparison], seeds: list[int] | None, path: Path, dry_run: bool) -> None:
+def run_missing(
+    comparisons: list[Comparison],
+    seeds: list[int] | None,
+    path: Path,
+    dry_run: bool,
+    variants: list[str] | None = None,
+) -> None:
     done = recorded(path)
     out = Path(tempfile.mkdtemp(prefix="learning-"))
     todo = [
@@ -157,7 +163,7 @@ def run_missing(comparisons: list[Comparison], seeds: list[int] | None, path: Pa
         for c in comparisons
         for v in c.variants
         for seed in (seeds or c.seeds)
-        if v.key(seed, c.steps) not in done
+        if v.key(seed, c.steps) not in done and (not variants or v.name in variants)
     ]
     todo = list({v.key(seed, c.steps): (c, v, seed) for c, v, seed in todo}.values())
     print(f"{len(todo)} runs to go (run folders in {out}; results appended to {path})", flush=True)
@@ -280,6 +286,7 @@ def main() -> None:
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="run these seeds only (default: each comparison's)"
     )
+    parser.add_argument("--variants", nargs="+", help="run these variants only (by name, e.g. local verl)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the JSONL record of every run")
     parser.add_argument("--dry-run", action="store_true", help="list the runs `run` would start")
     parser.add_argument("--markdown", type=Path, help="write the table here too")
@@ -291,7 +298,7 @@ def main() -> None:
         sys.exit(f"--only: unknown comparison {', '.join(unknown)}; choose among {', '.join(names)}")
     chosen = [c for c in MATRIX if not args.only or c.name in args.only]
     if args.action == "run":
-        run_missing(chosen, args.seeds, args.results, args.dry_run)
+        run_missing(chosen, args.seeds, args.results, args.dry_run, args.variants)
         return
     done = recorded(args.results)
     if args.action == "list":

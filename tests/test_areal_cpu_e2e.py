@@ -1,5 +1,6 @@
 """AReaL's own trainer, end to end on a CPU: `aworld-train run` on
-examples/calculator/grpo_areal_cpu.yaml (the embedded SmolLM2-135M), in the AReaL environment,
+examples/calculator/grpo_areal_cpu.yaml with the tiny random model (tests/verl_cpu_support.py; the
+example's embedded model learns in `make demo-areal`), in the AReaL environment,
 launches AReaL's single-controller PPOTrainer through our entry point (FSDP actor on AReaL's CPU
 platform and gloo, its rollout workers running our AWorldWorkflow against the real calculator MCP
 server, our policy server in SGLang's place) for 2 GRPO steps, off-policy: `algorithm.max_staleness:
@@ -29,13 +30,11 @@ from areal_support import AREAL_PYTHON, needs_areal
 from verl_cpu_support import calculator_rows, cpu_run
 
 from aworld_train.evaluation.run_summary import eval_sets, held_out_figures
-from aworld_train.rollout.policies.models import resolve_model_path
 from aworld_train.rollout.samples.codec import group_advantages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 
 FAILING = {"id": "train-fails", "prompt": "What is 1 + 1?", "ground_truth": -1, "data_source": "calculator"}
-MODEL = "embedded:smollm2-135m"  # the example's own model
 # a cheaper run than the example's: 2 steps of 2 tasks x 2 samples, shorter episodes
 SMALL = (
     "trainer.steps=2",
@@ -84,10 +83,16 @@ def start_run(tmp: Path) -> early_runs.Started | None:
         return None
     # 4 tasks, 2 a step: the task whose reward fails is among them
     rows = [*calculator_rows(3), json.dumps(FAILING)]
-    command, run_dir, _ = cpu_run(
-        AREAL_PYTHON, "examples/calculator/grpo_areal_cpu.yaml", tmp, rows, *SMALL, *OFF_POLICY, *LORA
+    command, run_dir, model = cpu_run(
+        AREAL_PYTHON,
+        "examples/calculator/grpo_areal_cpu.yaml",
+        tmp,
+        rows,
+        *SMALL,
+        *OFF_POLICY,
+        *LORA,
+        *HELD_OUT,
     )
-    command += [f"model={MODEL}", *HELD_OUT]  # after cpu_run's: the example's model, not a tiny one
 
     def collect(returncode: int, log: str) -> dict:
         episodes = run_dir / "episodes.jsonl"
@@ -96,7 +101,7 @@ def start_run(tmp: Path) -> early_runs.Started | None:
             "rc": returncode,
             "log": log,
             "run_dir": run_dir,
-            "model": str(resolve_model_path(MODEL)),
+            "model": model,
             "stats": scalars(run_dir / "tensorboard"),
             "episodes": [json.loads(line) for line in episodes.read_text().splitlines()]
             if episodes.is_file()

@@ -44,6 +44,16 @@ def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
         tmp,
         calculator_rows(6),
         "rollout.engine=vllm",
+        # the mechanics' scale, not the example's (the demo's): 3 steps of 2 of the 6 tasks x 2 samples
+        "algorithm.group_size=2",
+        "algorithm.lr=1.0e-4",
+        "data.batch_size=2",
+        "rollout.max_response_tokens=128",
+        "rollout.max_assistant_turns=2",
+        "rollout.max_new_tokens=24",
+        "rollout.temperature=1.0",
+        "trainer.eval_before=false",
+        "trainer.eval_after=false",
         f"trainer.steps={len(STEPS)}",
         "algorithm.max_staleness=1",
         # every step's weights, to recompute what each version sampled

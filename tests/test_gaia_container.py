@@ -226,6 +226,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
             "trainer.steps=2",
             "trainer.eval_every=0",
             "trainer.eval_before=false",
+            "trainer.eval_after=false",  # the container's calls are the training episodes' alone
             "trainer.save_every=2",
             f"trainer.run_dir={run_dir}",
         ],

@@ -221,3 +221,50 @@ def test_few_shot_turns_are_prompt_after_the_system_message(tokenizer, stop_ids)
         ledger.prompt([{"role": "system", "content": "SYS"}, {"role": "user", "content": "Q"}], TOOLS)
     )
     assert text.index("SYS") < text.index("What is 1 + 1?") < text.index("Q<|im_end|>")
+
+
+def _answered(tokenizer, stop_ids, im_end, text: str) -> tuple[TokenLedger, list[dict]]:
+    """A ledger after one sampled answer `text` (recorded as the agent reads it) and its history."""
+    ledger = TokenLedger(ChatRenderer(tokenizer, tool_block="auto"), stop_ids)
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "What is 37 * 48?"}]
+    ledger.prompt(messages, TOOLS)
+    calls = aworld_echo()["tool_calls"] if "<tool_call>" in text else []
+    content = text.split("<tool_call>")[0].strip()
+    ledger.record(
+        sampled(tokenizer, text, im_end, -0.1), {"role": "assistant", "content": content, "tool_calls": calls}
+    )
+    return ledger, messages
+
+
+@pytest.mark.parametrize(
+    "echo,segments",
+    [
+        ({"content": "I will multiply.", "tool_calls": aworld_echo()["tool_calls"]}, 1),  # as answered
+        (aworld_echo(), 1),  # AWorld replays the text beside a call as empty content: the calls identify it
+        ({"content": "I multiply them.", "tool_calls": aworld_echo()["tool_calls"]}, 2),  # its text rewritten
+        (aworld_echo('{"expression":"[compacted]"}'), 2),  # its call's arguments compacted
+    ],
+)
+def test_an_earlier_answer_the_agent_changed_begins_a_segment(tokenizer, stop_ids, im_end, echo, segments):
+    """The model's own earlier answer, sent back changed, is a rewrite: never merged into the ledger
+    (which would train the next turn after what the policy did not see)."""
+    ledger, messages = _answered(tokenizer, stop_ids, im_end, "I will multiply.\n" + CALL_TEXT)
+    tool = {"role": "tool", "content": "1776", "tool_call_id": "call_0_0"}
+    ledger.prompt([*messages, {"role": "assistant", **echo}, tool], TOOLS)
+    assert len(ledger.segments) == segments
+
+
+def test_a_plain_answer_the_agent_changed_begins_a_segment(tokenizer, stop_ids, im_end):
+    ledger, messages = _answered(tokenizer, stop_ids, im_end, "It is 1776.")
+    again = {"role": "user", "content": "And plus 4?"}
+    ledger.prompt([*messages, {"role": "assistant", "content": "It is 1776."}, again], TOOLS)
+    assert len(ledger.segments) == 1
+    ledger.record(sampled(tokenizer, "1780", im_end, -0.2), {"role": "assistant", "content": "1780"})
+    edited = [
+        *messages,
+        {"role": "assistant", "content": "1776"},
+        again,
+        {"role": "assistant", "content": "1780"},
+    ]
+    ledger.prompt([*edited, {"role": "user", "content": "And minus 1?"}], TOOLS)
+    assert len(ledger.segments) == 2 and ledger.segments[1].prompt_ids != ledger.segments[0].ids

@@ -54,9 +54,14 @@ def test_the_shipped_tasks_are_the_generators_and_each_chain_holds(split):
     assert (written if split == "train" else make.rows(100, rng, "test")) == rows
     for row in rows:
         steps, expression = row["extra_info"]["steps"], row["extra_info"]["expression"]
-        assert 2 <= len(steps) <= 4 and expression.count("(") == len(steps) - 1
-        assert steps[-1] == row["ground_truth"] == int(evaluate(expression))
-        assert row["prompt"] == f"What is {expression}?"
+        numbers, ops = expression.split()[::2], expression.split()[1::2]
+        assert 2 <= len(steps) == len(ops) <= 4 and set(ops) <= {"+", "-", "*"}
+        value = int(numbers[0])
+        for op, operand, step in zip(ops, numbers[1:], steps, strict=True):  # left to right
+            value = int(evaluate(f"{value} {op} {operand}"))
+            assert value == step
+        assert steps[-1] == row["ground_truth"]
+        assert row["prompt"] == f"What is {expression}, computed left to right?"
 
 
 def _episode(calls: list[tuple[str, str, bool]], answer: str, turns: int) -> Trajectory:

@@ -146,3 +146,48 @@ def test_the_viewer_reads_token_files_and_older_trajectory_files(tmp_path):
     view = episode_view(run, NoTokenizer(), "step_000001", "e1")
     assert [lane["agent"] for lane in view["lanes"]] == ["planner", "solver"]
     assert [c["name"] for c in view["lanes"][1]["tool_calls"]] == ["search"]
+
+
+class _Pieces:
+    """The run tokenizer's part the episode view reads, over a loaded tokenizer."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def pieces(self, ids):
+        return [self.tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
+
+    def status(self):
+        return {"ok": True, "reason": None}
+
+
+@pytest.mark.parametrize("kind", ["trims", "summarises"])
+def test_an_episode_shows_each_rewrite_of_its_history(tmp_path, tokenizer, kind):
+    """Each segment after an agent's first says where the rewrite happened (the agent's call it
+    began at) and what it did to the history: the spans dropped and the text that replaced them,
+    naming a summary the policy wrote where it reappears."""
+    from rewriting_agents import SUMMARY, rewriting_episode
+
+    from aworld_train.viewer.store import Run
+    from aworld_train.viewer.views import episode_view
+
+    traj = rewriting_episode(kind, tokenizer)
+    write_episodes(tmp_path / "tokens", "step_000001", [traj], "train", 1)
+    (lane,) = episode_view(Run(tmp_path), _Pieces(tokenizer), "step_000001", "rewrites")["lanes"]
+    segments = lane["segments"]
+    assert [s["index"] for s in segments] == [0, 1, 2] and segments[0]["rewrite"] is None
+    assert [s["first_call"] for s in segments] == [0, 2, 3]
+    for seg, before, after in zip(segments[1:], traj.segments[:-1], traj.segments[1:], strict=True):
+        rewrite = seg["rewrite"]
+        # kept and dropped cover the history before it, kept and added the new prompt
+        assert rewrite["kept"] + rewrite["dropped_tokens"] == len(before.ids)
+        assert rewrite["kept"] + rewrite["added_tokens"] == len(after.prompt_ids)
+    dropped = "".join(s["text"] for s in segments[1]["rewrite"]["dropped"])
+    added = segments[2]["rewrite"]["added"]
+    if kind == "trims":  # its first exchange is gone, the second's result came in
+        assert "The result of 2 * 3 is 6." in dropped
+        assert any("The result of 6 + 4 is 10." in s["text"] for s in segments[1]["rewrite"]["added"])
+    else:  # the summary the policy wrote in segment 2 replaced the history
+        assert "The result of 2 * 3 is 6." in dropped
+        (summary,) = [s for s in added if SUMMARY in s["text"]]
+        assert summary["sampled_in"] == [{"segment": 1, "turn": 0}]

@@ -55,6 +55,14 @@ def sampled(run: Path, step: int, agent: str | None = None) -> list[tuple[list[i
     return out
 
 
+# The worst token's |recorded - recomputed| logprob: on the weights that sampled it, vLLM's CPU
+# kernels and a float32 transformers forward agree to 6e-5 here, and to 4e-3 through vLLM's adapter
+# path on a CPU with AMX (its own kernels there); on the weights one step older they differ by more
+# than 2 (full and LoRA alike). The bounds sit between, far from both.
+SAME_WEIGHTS = 1e-2
+OTHER_WEIGHTS = 0.1
+
+
 def worst_gap(model, tokens, temperature: float) -> float:
     """The largest difference between a token's recorded logprob and `model`'s at that position."""
     worst, cache = 0.0, {}
@@ -128,11 +136,16 @@ def test_vllm_samples_each_step_with_the_weights_the_last_update_pushed(kind, tm
     else:
         before = load_model(config.model, dtype=torch.float32)
         after = load_model(str(run / "checkpoints/step_000001"), dtype=torch.float32)
+    gaps = {
+        "before, step 1": worst_gap(before, first, temperature),
+        "after, step 2": worst_gap(after, second, temperature),
+        "before, step 2": worst_gap(before, second, temperature),
+    }
     # step 1: vLLM's logprobs are the starting weights' own
-    assert worst_gap(before, first, temperature) < 1e-3
+    assert gaps["before, step 1"] < SAME_WEIGHTS, gaps
     # step 2: sampled by the weights step 1 trained, which vLLM had been given; not by the old ones
-    assert worst_gap(after, second, temperature) < 1e-3
-    assert worst_gap(before, second, temperature) > 1e-3
+    assert gaps["after, step 2"] < SAME_WEIGHTS, gaps
+    assert gaps["before, step 2"] > OTHER_WEIGHTS, gaps
 
 
 def test_vllm_serves_an_adapter_per_policy_side_by_side(tmp_path, float32):
@@ -154,7 +167,12 @@ def test_vllm_serves_an_adapter_per_policy_side_by_side(tmp_path, float32):
         first, second = sampled(run, 1, agent), sampled(run, 2, agent)
         assert first and second, agent
         assert {v for *_, v in first} == {0} and {v for *_, v in second} == {1}
+        gaps = {
+            "base, step 1": worst_gap(base, first, temperature),
+            "own, step 2": worst_gap(trained[own], second, temperature),
+            "other, step 2": worst_gap(trained[other], second, temperature),
+        }
         # step 1: both adapters start as the base exactly
-        assert worst_gap(base, first, temperature) < 1e-3, agent
-        assert worst_gap(trained[own], second, temperature) < 1e-3, agent
-        assert worst_gap(trained[other], second, temperature) > 1e-3, agent
+        assert gaps["base, step 1"] < SAME_WEIGHTS, (agent, gaps)
+        assert gaps["own, step 2"] < SAME_WEIGHTS, (agent, gaps)
+        assert gaps["other, step 2"] > OTHER_WEIGHTS, (agent, gaps)

@@ -1,18 +1,20 @@
-"""Writes the multi-step arithmetic tasks: chains of 2 to 4 operations, each on the result of the
-one before, with every intermediate value (`extra_info.steps`) for the per-turn reward.
+"""Writes the multi-step arithmetic tasks: chains of 2 to 4 operations applied left to right, each
+on the result of the one before, with every intermediate value (`extra_info.steps`) for the
+per-turn reward.
 
 python examples/multistep/make_data.py [--seed 0] [--train 400] [--test 100]
 
-A question reads '((17 + 25) * 3) - 40': the multistep tool computes one operation per call, so the
-agent needs one call per operation, each taking the last result as an argument.
+A question reads 'What is 17 + 25 * 3 - 40, computed left to right?': the multistep tool computes one
+operation per call, so the agent needs one call per operation, each taking the last result as an
+argument (17 + 25 = 42, then 42 * 3, then 126 - 40).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 from pathlib import Path
+
+from aworld_train.inputs.task_splits import write_splits
 
 # Operations on the running value: multipliers stay small so that no result outgrows what a small
 # model copies reliably, and subtraction never goes below zero.
@@ -29,15 +31,19 @@ def _operation(rng: random.Random, value: int) -> tuple[str, int]:
 
 
 def chain(rng: random.Random, length: int) -> tuple[str, list[int]]:
-    """An expression of `length` operations nested from the left, and the value after each."""
+    """An expression of `length` operations applied left to right, and the value after each."""
     value = rng.randint(2, 60)
     text, steps = str(value), []
-    for i in range(length):
+    for _ in range(length):
         op, operand = _operation(rng, value)
         value = {"+": value + operand, "-": value - operand, "*": value * operand}[op]
-        text = f"{text} {op} {operand}" if i == 0 else f"({text}) {op} {operand}"
+        text = f"{text} {op} {operand}"
         steps.append(value)
     return text, steps
+
+
+def question(expression: str) -> str:
+    return f"What is {expression}, computed left to right?"
 
 
 def rows(n: int, rng: random.Random, prefix: str) -> list[dict]:
@@ -47,7 +53,7 @@ def rows(n: int, rng: random.Random, prefix: str) -> list[dict]:
         out.append(
             {
                 "id": f"{prefix}-{i}",
-                "prompt": f"What is {expression}?",
+                "prompt": question(expression),
                 "ground_truth": steps[-1],
                 "data_source": "multistep",
                 "extra_info": {"expression": expression, "steps": steps},
@@ -57,17 +63,7 @@ def rows(n: int, rng: random.Random, prefix: str) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=400)
-    parser.add_argument("--test", type=int, default=100)
-    parser.add_argument("--out", default=str(Path(__file__).parent))
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    for name, n in (("train", args.train), ("test", args.test)):
-        path = Path(args.out) / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows(n, rng, name)))
-        print(f"wrote {n} rows to {path}")
+    write_splits(rows, Path(__file__).parent, train=400, test=100)
 
 
 if __name__ == "__main__":

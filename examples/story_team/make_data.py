@@ -7,10 +7,10 @@ python examples/story_team/make_data.py [--seed 0] [--train 400] [--test 100]
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 from pathlib import Path
+
+from aworld_train.inputs.task_splits import write_splits
 
 NAMES = ["Ann", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
 THINGS = ["apples", "coins", "stamps", "marbles", "books", "shells", "cards", "pens"]
@@ -61,17 +61,7 @@ def rows(n: int, rng: random.Random, prefix: str) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=400)
-    parser.add_argument("--test", type=int, default=100)
-    parser.add_argument("--out", default=str(Path(__file__).parent))
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    for name, n in (("train", args.train), ("test", args.test)):
-        path = Path(args.out) / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows(n, rng, name)))
-        print(f"wrote {n} rows to {path}")
+    write_splits(rows, Path(__file__).parent, train=400, test=100)
 
 
 if __name__ == "__main__":

@@ -408,7 +408,8 @@ def test_the_evaluation_draws_each_sample_from_its_held_out_seed(
     from areal.engine.sglang_remote import SGLangBackend
     from areal.engine.vllm_remote import VLLMBackend
 
-    from aworld_train.evaluation.run_summary import eval_sets, rewards_by_task
+    from aworld_train.evaluation.report import held_out_group
+    from aworld_train.evaluation.run_summary import eval_sets, rewards_by_group
     from aworld_train.rollout.policies.client import derive_seed
 
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
@@ -439,7 +440,9 @@ def test_the_evaluation_draws_each_sample_from_its_held_out_seed(
 
     run_dir = run.folder.parent
     assert eval_sets(run_dir) == ("eval/before", None)
-    assert rewards_by_task(run_dir, "eval/before") == {row["task_id"]: [1.0] * 4}
+    assert rewards_by_group(run_dir, "eval/before") == {
+        held_out_group(row["task_id"], seed): [1.0] * 2 for seed in (3, 9)
+    }
 
 
 def test_areals_patched_sources_are_the_ones_the_patches_were_written_for():

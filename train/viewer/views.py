@@ -13,6 +13,7 @@ from typing import Any
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.viewer.drift import episode_drift
+from aworld_train.viewer.rewrites import describe, sampled_texts
 from aworld_train.viewer.store import CORRECT, EpisodeSet, Run
 from aworld_train.viewer.tokenizer import RunTokenizer
 
@@ -224,30 +225,46 @@ def malformed_note(run: Run, episode_set: EpisodeSet, status: str) -> str | None
     return "left out of the loss and of its group's baseline (rollout.train_on_malformed: false)"
 
 
+def _lanes(segments: list[dict[str, Any]], tokenizer: RunTokenizer) -> dict[str, dict[str, Any]]:
+    """Each agent's segments in order, token by token; a segment after the agent's first with the
+    rewrite that began it (rewrites.py: what the agent's history kept, dropped and gained)."""
+    lanes: dict[str, dict[str, Any]] = {}
+    seen: dict[str, list[tuple[int, dict[str, Any], list[str] | None]]] = {}
+    for index, seg in enumerate(segments):
+        pieces = tokenizer.pieces(seg["prompt_ids"] + seg["response_ids"])
+        earlier = seen.setdefault(seg["agent"], [])
+        rewrite = None
+        if earlier:
+            _, before, before_pieces = earlier[-1]
+            sampled = [(i, sampled_texts(s, p)) for i, s, p in earlier]
+            rewrite = describe(before, seg, (before_pieces, pieces), sampled)
+        lane = lanes.setdefault(seg["agent"], {"agent": seg["agent"], "segments": []})
+        lane["segments"].append(
+            {
+                "index": index,
+                "advantage": seg.get("advantage"),
+                "prompt_tokens": len(seg["prompt_ids"]),
+                "sampled": sum(seg["response_mask"]),
+                "first_call": sum(len(s["turn_starts"]) for _, s, _ in earlier),  # the agent's calls before
+                "rewrite": rewrite,
+                "turn_starts": seg["turn_starts"],
+                "turn_rewards": seg.get("turn_rewards"),
+                "turn_advantages": seg.get("turn_advantages"),
+                "has_trainer": seg.get("trainer_logprobs") is not None,
+                "has_versions": seg.get("versions") is not None,
+                "tokens": _lane_tokens(seg, pieces),
+            }
+        )
+        earlier.append((index, seg, pieces))
+    return lanes
+
+
 def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) -> dict[str, Any]:
     episode_set = run.episode_set(name)
     episode = run.episode(episode_set, episode_id)
     traj = episode["trajectory"]
     segments = episode.get("segments")
-    lanes: dict[str, dict[str, Any]] = {}
-    if segments:
-        for index, seg in enumerate(segments):
-            ids = seg["prompt_ids"] + seg["response_ids"]
-            lane = lanes.setdefault(seg["agent"], {"agent": seg["agent"], "segments": []})
-            lane["segments"].append(
-                {
-                    "index": index,
-                    "advantage": seg.get("advantage"),
-                    "prompt_tokens": len(seg["prompt_ids"]),
-                    "sampled": sum(seg["response_mask"]),
-                    "turn_starts": seg["turn_starts"],
-                    "turn_rewards": seg.get("turn_rewards"),
-                    "turn_advantages": seg.get("turn_advantages"),
-                    "has_trainer": seg.get("trainer_logprobs") is not None,
-                    "has_versions": seg.get("versions") is not None,
-                    "tokens": _lane_tokens(seg, tokenizer.pieces(ids)),
-                }
-            )
+    lanes = _lanes(segments, tokenizer) if segments else {}
     calls = traj.get("tool_calls") or []
     policies = list(run.config().get("policies") or {})  # a policy per agent: the lanes coloured by it
     owner = {a: n for n, p in (run.config().get("policies") or {}).items() for a in p.get("agents") or []}

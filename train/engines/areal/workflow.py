@@ -6,10 +6,11 @@ episodes itself, so that GRPO's group baseline leaves failed episodes out
 (ARCHITECTURE.md invariant 2). AReaL's own group normalisation takes no mask and
 would count a failed episode as reward 0; the render turns it off, and each
 trained row's reward is its group-normalised advantage. Failed episodes give no
-row. A team's episode gives one row per trained agent (its first segment), and each agent's
-advantage is computed against the same agent in the other episodes of the group; under
-`algorithm.advantage` gigpo or discounted each turn of a row is a row of its own with the turn's
-advantage (engines/areal/rows.py: turn_rows). The agent's
+row. Every ledger segment of a trained agent is a row (an agent that rewrites its history has
+several), and each agent's advantage is computed once per episode against the same agent in the
+other episodes of the group, then given to each of its rows; under `algorithm.advantage` gigpo or
+discounted each turn of a row is a row of its own with the turn's advantage (engines/areal/rows.py).
+The agent's
 LLM calls go to `engine.agenerate(ModelRequest)` with one sticky request id per episode; the
 ledger's exact ids come back as AReaL's tensor dict: input_ids, loss_mask, logprobs, versions,
 attention_mask, rewards. Raw rewards and statuses go to AReaL's stats tracker (its rollout and
@@ -41,7 +42,7 @@ from areal.utils import stats_tracker
 from areal.utils.data import concat_padded_tensors
 
 from aworld_train.aworld.specs import load_agent_spec
-from aworld_train.engines.areal.rows import NOT_SAMPLED, AgentRow, areal_rows, turn_rows
+from aworld_train.engines.areal.rows import NOT_SAMPLED, AgentRows, areal_rows, trained_rows
 from aworld_train.engines.areal.seeds import SEED_KEY, carry_sampling_seeds
 from aworld_train.evaluation.report import held_out_group
 from aworld_train.inputs.reward import RewardFunction
@@ -108,7 +109,7 @@ def task_from_row(data: dict[str, Any]) -> Task:
 @dataclass(frozen=True)
 class Episode:
     trajectory: Trajectory
-    rows: list[AgentRow]
+    units: list[AgentRows]  # each trained agent's rows (a row per segment)
     engine_versions: Counter[int]  # sampled tokens per version, as AReaL's engine returned them
 
 
@@ -181,14 +182,14 @@ class AWorldWorkflow(RolloutWorkflow):
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )
-        rows = areal_rows(
+        units = areal_rows(
             traj,
             fallback,
             self.pad_id,
             self.settings.train_on_malformed,
             frozen_agents=self.settings.frozen_agents,
         )
-        return Episode(traj, rows, policy.engine_versions)
+        return Episode(traj, units, policy.engine_versions)
 
     async def arun_episode(self, engine, data: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         """The task's group of episodes as one padded batch; None when no episode of it counts."""
@@ -198,30 +199,28 @@ class AWorldWorkflow(RolloutWorkflow):
         episodes = await asyncio.gather(*(self._episode(engine, task) for _ in range(self.group_size)))
         record_stats(episodes)
         trainable = [episode.trajectory.trainable(self.settings.train_on_malformed) for episode in episodes]
-        kept = [row for episode, ok in zip(episodes, trainable, strict=True) if ok for row in episode.rows]
-        # per agent: each agent's rows against the same agent's in the group's other episodes
+        kept = [unit for episode, ok in zip(episodes, trainable, strict=True) if ok for unit in episode.units]
+        # per agent and episode (once, however many segments): against the same agent's units in
+        # the group's other episodes
         per_turn = turn_advantages(
             self.credit.estimator,
-            [list(row.turns) for row in kept],
-            [row.agent for row in kept],
+            [list(unit.turns) for unit in kept],
+            [unit.agent for unit in kept],
             self.credit.gamma,
             self.credit.step_weight,
             self.credit.norm_by_std,
         )
-        credit = {id(row): advantages for row, advantages in zip(kept, per_turn, strict=True)}
+        credit = {id(unit): advantages for unit, advantages in zip(kept, per_turn, strict=True)}
         trained = {key: advantages[0] for key, advantages in credit.items()}
-        self.write_episodes(episodes, [trained.get(id(episode.rows[0])) for episode in episodes], "train")
+        self.write_episodes(episodes, [trained.get(id(episode.units[0])) for episode in episodes], "train")
         await self.write_tokens(task, episodes, credit, "train")
         if not kept:
             return None  # AReaL drops the task from this step, as it does a rejected one
-        if self.credit.estimator == "grpo":  # one advantage for every turn: the row as sampled
-            return concat_padded_tensors(
-                [
-                    {**row.tensors, "rewards": torch.tensor([trained[id(row)]], dtype=torch.float32)}
-                    for row in kept
-                ]
-            )
-        return concat_padded_tensors([part for row in kept for part in turn_rows(row, credit[id(row)])])
+        # grpo: one advantage for every turn, each segment's row as sampled; else a row per turn
+        per_turn_rows = self.credit.estimator != "grpo"
+        return concat_padded_tensors(
+            [row for unit in kept for row in trained_rows(unit, credit[id(unit)], per_turn_rows)]
+        )
 
     async def evaluate(self, engine, task: Task) -> dict[str, torch.Tensor]:
         """The task's held-out samples (`group_size` under each seed), each seed's in its own held-out
@@ -238,14 +237,14 @@ class AWorldWorkflow(RolloutWorkflow):
         for seed in seeds:
             chunk = [episode for (own, _), episode in zip(draws, episodes, strict=True) if own == seed]
             await self.write_tokens(task, chunk, {}, "eval", held_out_group(task.id, seed))
-        return concat_padded_tensors([episode.rows[0].tensors for episode in episodes])
+        return concat_padded_tensors([episode.units[0].rows[0].tensors for episode in episodes])
 
     def write_episodes(self, episodes: list[Episode], advantages: list, phase: str) -> None:
         if self.episodes_file is None:
             return
         lines = []
         for episode, advantage in zip(episodes, advantages, strict=True):
-            traj, rows = episode.trajectory, episode.rows
+            traj, units = episode.trajectory, episode.units
             record = {
                 "phase": phase,
                 "task_id": traj.task_id,
@@ -254,16 +253,17 @@ class AWorldWorkflow(RolloutWorkflow):
                 "error": traj.error,
                 "reward": traj.reward,
                 "advantage": advantage,  # the reward AReaL trains the episode's first row with; None: no row
-                "weight_version": episode_version(rows),
+                "weight_version": episode_version(units),
                 # the versions that sampled the episode: its oldest and newest, the sampled tokens
                 # per version its rows give AReaL, and those AReaL's engine returned
                 "min_version": traj.min_version,
                 "max_version": traj.max_version,
-                "versions": row_versions(rows),
+                "versions": row_versions(units),
                 "engine_versions": {str(v): n for v, n in sorted(episode.engine_versions.items())},
-                "loss_tokens": sum(int(row.tensors["loss_mask"].sum()) for row in rows),
+                "loss_tokens": sum(unit.loss_tokens for unit in units),
+                "segments": sum(bool(row.tensors["loss_mask"].any()) for row in _rows(units)),  # rows trained
                 "num_turns": traj.num_turns,
-                "agents": {row.agent: int(row.tensors["loss_mask"].sum()) for row in rows if row.agent},
+                "agents": {unit.agent: unit.loss_tokens for unit in units if unit.agent},
             }
             lines.append(json.dumps(record) + "\n")
         self.episodes_file.parent.mkdir(parents=True, exist_ok=True)
@@ -301,63 +301,65 @@ class AWorldWorkflow(RolloutWorkflow):
 
 
 def token_notes(episodes: list[Episode], credit: dict[int, list[float]], group: str) -> list[EpisodeNotes]:
-    """Each episode's group, its trained rows' advantages (by segment: the first turn's, and each
-    turn's reward and advantage) and its weight versions."""
+    """Each episode's group, its trained segments' advantages (each segment's first turn's, and
+    each turn's reward and advantage) and its weight versions."""
     notes = []
     for episode in episodes:
-        rows = episode.rows
-        versions = [
-            int(v) for row in rows for v in row.tensors["versions"].flatten().tolist() if v != NOT_SAMPLED
-        ]
+        versions = [v for row in _rows(episode.units) for v in _sampled_versions(row.tensors)]
         note = EpisodeNotes(group=group, version_span=(min(versions), max(versions)) if versions else None)
-        for row in rows:
-            if id(row) in credit:
-                note.segment_advantages[row.segment] = credit[id(row)][0]
-                note.turn_rewards[row.segment] = [turn.reward for turn in row.turns]
-                note.turn_advantages[row.segment] = credit[id(row)]
-                if note.advantage is None:
-                    note.advantage = credit[id(row)][0]
+        for unit in episode.units:
+            if id(unit) not in credit:
+                continue
+            rewards = [turn.reward for turn in unit.turns]
+            for row in unit.rows:
+                note.segment_advantages[row.segment] = row.turns_of(credit[id(unit)])[0]
+                note.turn_rewards[row.segment] = row.turns_of(rewards)
+                note.turn_advantages[row.segment] = row.turns_of(credit[id(unit)])
+            if note.advantage is None:
+                note.advantage = credit[id(unit)][0]
         notes.append(note)
     return notes
 
 
-def episode_version(rows: list[AgentRow]) -> int:
+def _rows(units: list[AgentRows]) -> list:
+    return [row for unit in units for row in unit.rows]
+
+
+def _sampled_versions(row: dict[str, torch.Tensor]) -> list[int]:
+    return [int(v) for v in row["versions"][row["versions"] != NOT_SAMPLED].tolist()]
+
+
+def episode_version(units: list[AgentRows]) -> int:
     """The oldest weight version among an episode's sampled tokens (-1: none sampled)."""
-    versions = [v for v in (oldest_version(row.tensors) for row in rows) if v != NOT_SAMPLED]
-    return min(versions, default=NOT_SAMPLED)
+    return min((v for row in _rows(units) for v in _sampled_versions(row.tensors)), default=NOT_SAMPLED)
 
 
-def row_versions(rows: list[AgentRow]) -> dict[str, int]:
+def row_versions(units: list[AgentRows]) -> dict[str, int]:
     """The rows' sampled tokens per weight version (JSON keys: the versions as text)."""
-    counts: Counter[int] = Counter()
-    for row in rows:
-        versions = row.tensors["versions"][row.tensors["versions"] != NOT_SAMPLED]
-        counts.update(int(v) for v in versions)
+    counts = Counter(v for row in _rows(units) for v in _sampled_versions(row.tensors))
     return {str(v): n for v, n in sorted(counts.items())}
 
 
-def oldest_version(row: dict[str, torch.Tensor]) -> int:
-    """The oldest weight version among the row's sampled tokens (-1: none sampled)."""
-    versions = row["versions"][row["versions"] != NOT_SAMPLED]
-    return int(versions.min()) if versions.numel() else NOT_SAMPLED
-
-
 def record_stats(episodes: list[Episode]) -> None:
-    """Each episode's raw reward, status, dropped segments and the weight version it was sampled
-    with, and a team's per-agent reward and loss tokens, in AReaL's rollout (or eval) stats."""
+    """Each episode's raw reward, status, the segments it trains (none dropped: every segment is a
+    row) and the weight version it was sampled with, and a team's per-agent reward and loss tokens,
+    in AReaL's rollout (or eval) stats."""
     tracker = stats_tracker.get(workflow_context.stat_scope())
     for episode in episodes:
-        traj, rows = episode.trajectory, episode.rows
-        tracker.scalar(reward=float(traj.reward or 0.0), segments_dropped=sum(row.dropped for row in rows))
+        traj, units = episode.trajectory, episode.units
+        segments = float(sum(bool(row.tensors["loss_mask"].any()) for row in _rows(units)))
+        tracker.scalar(reward=float(traj.reward or 0.0), segments=segments, segments_dropped=0.0)
         # every status, 0 included: AReaL averages a key over the episodes that recorded it
         tracker.scalar(**{f"status/{status}": float(traj.status == status) for status in STATUSES})
-        version = episode_version(rows)
+        version = episode_version(units)
         if version != NOT_SAMPLED:
             tracker.scalar(weight_version=version)
-        named = [row for row in rows if row.agent]
+        named = [unit for unit in units if unit.agent]
         if len(named) > 1:  # a team: each trained agent's reward and loss tokens
-            for row in named:
-                loss_tokens = float(row.tensors["loss_mask"].sum())
+            for unit in named:
                 tracker.scalar(
-                    **{f"agent/{row.agent}/reward": row.reward, f"agent/{row.agent}/loss_tokens": loss_tokens}
+                    **{
+                        f"agent/{unit.agent}/reward": unit.reward,
+                        f"agent/{unit.agent}/loss_tokens": float(unit.loss_tokens),
+                    }
                 )

@@ -20,15 +20,21 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg) -> torch.Tensor:
-    """token-mean: mean over all valid tokens; seq-mean-token-mean: mean over sequences of their token mean."""
+def aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, mode: LossAgg, row_weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """token-mean: mean over all valid tokens; seq-mean-token-mean: mean over sequences of their
+    token mean, each sequence weighed by `row_weights` where given (the share of its episode's
+    tokens a segment holds, so that an episode counts once however many segments it has)."""
     mask = mask.to(per_token.dtype)
     if mode == "token-mean":
         return masked_mean(per_token, mask)
     if mode == "seq-mean-token-mean":
         per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        has_tokens = (mask.sum(-1) > 0).to(per_token.dtype)
-        return (per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1)
+        weights = (mask.sum(-1) > 0).to(per_token.dtype)
+        if row_weights is not None:
+            weights = weights * row_weights.to(per_token.dtype)
+        return (per_seq * weights).sum() / weights.sum().clamp(min=1e-12)
     raise ValueError(f"unknown loss_agg_mode {mode!r}")
 
 
@@ -42,6 +48,7 @@ def policy_loss(
     agg: LossAgg = "token-mean",
     behaviour_logprobs: torch.Tensor | None = None,
     importance_cap: float = 2.0,
+    row_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate per token (ratio clipped to [1 - clip_low, 1 + clip_high]).
 
@@ -49,7 +56,8 @@ def policy_loss(
     `behaviour_logprobs` (tokens sampled by older weights) this is the decoupled objective:
     the ratio is taken against the proximal policy `old_logprobs` (the weights before this
     update) and each token is weighted by pi_prox / pi_behaviour, truncated at
-    `importance_cap`. Where the two agree the weight is exactly 1: the plain loss.
+    `importance_cap`. Where the two agree the weight is exactly 1: the plain loss. `row_weights`:
+    as `aggregate`'s.
     """
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
@@ -58,7 +66,7 @@ def policy_loss(
     per_token = torch.maximum(unclipped, clipped)
     if behaviour_logprobs is not None:
         per_token = per_token * behaviour_weights(old_logprobs, behaviour_logprobs, importance_cap)
-    loss = aggregate(per_token, mask, agg)
+    loss = aggregate(per_token, mask, agg, row_weights)
     with torch.no_grad():
         m = mask.to(per_token.dtype)
         stats = {

@@ -234,16 +234,18 @@ class GRPOLearner:
             algo.loss_agg_mode,
             batch["behaviour"] if decoupled else None,
             algo.importance_cap,
+            batch["share"],
         )
         loss, kl_value = pg, 0.0
         if self.has_reference:
-            kl = aggregate(kl_k3(logprobs, self._reference_logprobs(batch)), mask, algo.loss_agg_mode)
+            kl_per_token = kl_k3(logprobs, self._reference_logprobs(batch))
+            kl = aggregate(kl_per_token, mask, algo.loss_agg_mode, batch["share"])
             loss = loss + algo.kl_coef * kl
             kl_value = float(kl.detach())
         if algo.loss_agg_mode == "token-mean":
             weight = float(mask.sum()) / max(sum(sum(s.mask) for s in mini), 1)
-        else:
-            weight = len(micro) / len(mini)
+        else:  # each agent's episode once, however many segments (rows) it was cut into
+            weight = sum(s.loss_share for s in micro) / max(sum(s.loss_share for s in mini), 1e-12)
         (loss * weight).backward()
         if first:  # the weights that sampled these tokens
             with torch.no_grad():

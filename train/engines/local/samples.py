@@ -44,6 +44,9 @@ class Sample:
     token_advantages: list[float] | None = None
     turn_rewards: list[float] = field(default_factory=list)  # r_t of the segment's turns
     turn_advantages: list[float] = field(default_factory=list)  # and their advantages
+    # its share of its unit's loss tokens (an agent's episode, over the segments its rewrites cut it
+    # into): seq-mean-token-mean weighs a sample by it, so an episode counts once however cut
+    loss_share: float = 1.0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -69,7 +72,8 @@ def build_samples(
     The codec's rules: a failed episode has no sample and no place in its group's baseline;
     every segment of an agent in an episode is a sample, compared with the same agent in the
     other samples of the task; frozen agents give none. Each turn's advantage is the estimator's
-    (rollout/samples/credit.py); under `grpo` every turn of a unit has the same one."""
+    (rollout/samples/credit.py), over units: a unit is counted once in its group's baseline however
+    many segments it has; under `grpo` every turn of a unit has the same one."""
     episodes = [episode_samples(t, train_on_malformed, frozen_agents) for t in trajectories]
     units = agent_units(episodes, group_of)
     turns = [unit_turns(u) for u in units]
@@ -86,7 +90,7 @@ def build_samples(
     for unit, unit_turn_list, unit_advantages in zip(units, turns, per_turn, strict=True):
         if advantages[unit.episode] is None:  # every unit has a turn: its segments' first
             advantages[unit.episode] = unit_advantages[0]
-        done = 0
+        done, unit_tokens = 0, sum(sum(seg.response_mask) for seg in unit.segments)
         for seg in unit.segments:
             count = len(turn_starts(seg))
             seg_advantages = unit_advantages[done : done + count]
@@ -105,6 +109,7 @@ def build_samples(
                     else token_advantages(seg, seg_advantages),
                     turn_rewards=[t.reward for t in unit_turn_list[done : done + count]],
                     turn_advantages=list(seg_advantages),
+                    loss_share=sum(seg.response_mask) / unit_tokens,
                 )
             )
             done += count
@@ -169,6 +174,7 @@ def collate(batch: list[Sample], pad_id: int, device, version: int | None = None
         "adv": adv,
         "behaviour": behaviour,
         "stale": stale,
+        "share": torch.tensor([s.loss_share for s in batch], dtype=torch.float),
     }
     return {k: v.to(device) for k, v in tensors.items()}
 

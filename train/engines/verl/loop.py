@@ -126,7 +126,7 @@ def _output(
         "num_tool_calls": len(traj.tool_calls),
         "tool_errors": sum(c.error for c in traj.tool_calls),
         "segments": len(traj.segments),
-        "segments_dropped": 0,  # verl trains every segment (AReaL's rows may drop some)
+        "segments_dropped": 0,  # every engine trains every segment
         "agent": seg.agent,
         "truncated": truncated,
         "reward_extras": json.dumps(traj.reward_extras, default=str, sort_keys=True),
@@ -169,15 +169,19 @@ def to_agent_loop_outputs(
     server_fields: dict[str, Any] | None = None,
     frozen_agents: Collection[str] = (),
 ) -> list[AgentLoopOutput]:
-    """verl's V1 trainer: one output per segment (a team's: per segment of every trained agent), all
-    trained with the episode's advantage; a failed episode gives no output, so it has no loss and no
-    place in its group's baseline.
+    """verl's V1 trainer: one output per segment (an agent that rewrites its history has several; a
+    team's: per segment of every trained agent), all trained with the episode's advantage; a failed
+    episode gives no output, so it has no loss and no place in its group's baseline.
 
     verl gives every output of a session the reward of its last one and computes GRPO over the
     sessions' last outputs (v1/agent_loop_tq.py, v1/utils.compute_advantage_for_multi_trajectories):
-    a team's agents share the episode's advantage here; per-agent rewards and groups need the local
-    or AReaL backend (a warning here says so), or an advantage per turn: every output carries its
-    turns (`turn_credit.segment_turns`), from which gigpo and discounted compute each agent's own."""
+    an episode counts once in its group's baseline however many segments it has, and each output
+    gets the advantage read at its session's last output's first trained token, so an output with no
+    trained token within `response_length` is left out (it has nothing to train, and as the last it
+    would give the session 0). A team's agents share the episode's advantage here; per-agent rewards
+    and groups need the local or AReaL backend (a warning here says so), or an advantage per turn:
+    every output carries its turns (`turn_credit.segment_turns`), from which gigpo and discounted
+    compute each agent's own, once per agent and episode."""
     samples = episode_samples(traj, train_on_malformed, frozen_agents)
     if not samples.trainable:
         return []
@@ -194,6 +198,7 @@ def to_agent_loop_outputs(
             turns=turns.get(seg.index),
         )
         for seg in samples.segments
+        if any(seg.response_mask[:response_length])
     ]
 
 

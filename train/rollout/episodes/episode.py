@@ -33,7 +33,8 @@ from aworld_train.rollout.episodes.driver import (
     Reply,
     Reward,
 )
-from aworld_train.rollout.episodes.llm_call import CallEnded, LLMCalls, json_arguments, plain_message
+from aworld_train.rollout.episodes.limits import CallEnded
+from aworld_train.rollout.episodes.llm_call import LLMCalls, json_arguments, plain_message
 from aworld_train.rollout.episodes.release import release_on_servers
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.tool_servers import ToolServers, reachable, server_urls
@@ -189,7 +190,7 @@ class Episode:
             return await self._hold()
         if role.name in self.settings.agent_endpoints:
             return await self._complete_elsewhere(messages, tools, role)
-        self.calls.check_call(role.name, messages=messages, tools=tools, options=options)
+        self.calls.check_chat(role, messages, tools, options)
         async with self.calls.ledger_lock(role):
             reply, parsed, turn = await self.calls.chat(
                 messages, tools, role, options, used=set(self._calls_by_id)

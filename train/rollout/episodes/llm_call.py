@@ -1,6 +1,6 @@
 """The part of an episode that serves its agents' LLM calls: each agent's token ledger, the
 policy's choices within the token limits, and the replies the agents read. What a call runs into
-that ends the episode (a token limit) is raised as `CallEnded`; the episode (`episode.py`) holds
+that ends the episode (a token limit: `limits.py`) is raised as `CallEnded`; the episode (`episode.py`) holds
 the statuses, turns, tool calls and timeouts."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from aworld_train.rollout.episodes.call_options import (
     grammar_key,
 )
 from aworld_train.rollout.episodes.driver import AgentRole, CallOptions, CallRefused, Reply
+from aworld_train.rollout.episodes.limits import CallEnded, token_budget
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.client import Generation, GrammarKey, SamplingParams, derive_seed
@@ -34,14 +35,6 @@ from aworld_train.rollout.tokens.templates.renderer import content_text
 # a call whose text is longer is tokenized on a thread: tokenizing 20k characters takes some 15 ms
 # (the tokenizer releases the GIL), more than the hop costs, and the episode's loop serves others
 _THREAD_CHARS = 20_000
-
-
-class CallEnded(Exception):
-    """A call ran into a limit that ends its episode with `status`."""
-
-    def __init__(self, status: str, error: str | None = None) -> None:
-        super().__init__(error or status)
-        self.status, self.error = status, error
 
 
 class LLMCalls:
@@ -113,6 +106,23 @@ class LLMCalls:
                 413,
                 "request_too_large",
             )
+
+    def check_chat(
+        self, role: AgentRole, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, options
+    ) -> None:
+        """`check_call` of an in-process chat call: one too long for the run that would begin a
+        segment (the agent rewrote its history) ends the episode `segment_too_long`, as the budget
+        of a rewritten prompt does (limits.py)."""
+        try:
+            self.check_call(role.name, messages=messages, tools=tools, options=options)
+        except CallRefused as exc:
+            ledger = self.ledgers.get(role.name)
+            rewrite = ledger is not None and bool(ledger.segments) and not ledger.extends(messages, tools)
+            if exc.status == 413 and rewrite:
+                raise CallEnded(
+                    "segment_too_long", f"agent {role.name!r} rewrote its history: {exc}"
+                ) from exc
+            raise
 
     async def tokenized(self, chars: int, render, *args) -> list[int]:
         """`render(*args)`, on a thread when the text is long (the loop serves other episodes)."""
@@ -191,27 +201,7 @@ class LLMCalls:
     ) -> list[Generation]:
         """The policy's choices for the next call of `role` on `prompt_ids` (under `grammar`, if
         any), the call counted as a turn; CallEnded where a token limit ends the episode."""
-        if (
-            first_prompt
-            and self.settings.max_prompt_tokens
-            and len(prompt_ids) > self.settings.max_prompt_tokens
-        ):
-            # never cut the prompt: a left-truncated prompt is not what the ledger holds
-            raise CallEnded(
-                "prompt_too_long",
-                f"the first prompt of agent {role.name!r} has {len(prompt_ids)} tokens, over max_prompt_tokens={self.settings.max_prompt_tokens}",
-            )
-        budget = self.settings.max_total_tokens - len(prompt_ids)
-        if self.settings.max_response_tokens is not None:
-            first = ledger.segments[0]
-            used = len(ledger) - len(first.prompt_ids) if len(ledger.segments) == 1 else len(ledger)
-            budget = min(budget, self.settings.max_response_tokens - used)
-        if budget <= 0:
-            raise CallEnded(
-                "truncated",
-                f"no tokens left (max_total_tokens={self.settings.max_total_tokens}, "
-                f"max_response_tokens={self.settings.max_response_tokens})",
-            )
+        budget = token_budget(self.settings, ledger, prompt_ids, first_prompt, role.name)
         seed = self.seed if self.seed is not None else options.seed
         sampling = SamplingParams(
             max_new_tokens=min(self.settings.max_new_tokens, budget, options.max_tokens or budget),

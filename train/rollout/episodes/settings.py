@@ -55,17 +55,22 @@ class RolloutSettings(BaseModel):
         4096,
         ge=16,
         description="ledger length in tokens (prompt, replies, tool results) at which an episode stops; "
-        "4096 holds a few tool turns within a small model's context",
+        "per segment: an agent that rewrites its history starts again from its new prompt, and a new "
+        "prompt this long ends the episode segment_too_long; 4096 holds a few tool turns within a small "
+        "model's context",
     )
     max_prompt_tokens: int | None = Field(
         None,
         ge=1,
-        description="longest first prompt; a longer one ends the episode as prompt_too_long (verl's max_prompt_length)",
+        description="longest prompt of a segment: a longer first prompt ends the episode prompt_too_long, "
+        "a longer prompt an agent rewrote its history into (a summary, a trimmed history) "
+        "segment_too_long (verl's max_prompt_length)",
     )
     max_response_tokens: int | None = Field(
         None,
         ge=1,
-        description="tokens after the first prompt at which an episode stops (verl's response_length)",
+        description="tokens after a segment's prompt (the first, or one the agent rewrote its history "
+        "into) at which an episode stops (verl's response_length: each segment is an output row)",
     )
     temperature: float = Field(
         1.0,

@@ -8,9 +8,20 @@ from typing import Any
 from aworld_train.rollout.tokens.ledger import Segment
 
 # Episodes ending in these statuses carry no loss (ARCHITECTURE.md invariant 2); `worker_died`:
-# the rollout worker process running it exited mid-episode (rollout/episodes/workers.py).
+# the rollout worker process running it exited mid-episode (rollout/episodes/workers.py);
+# `segment_too_long`: an agent rewrote its history into a prompt the run's limits cannot hold
+# (rollout/episodes/limits.py), so the episode could not go on as the agent meant it to.
 FAILED_STATUSES = frozenset(
-    {"timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long", "worker_died"}
+    {
+        "timeout",
+        "tool_timeout",
+        "tool_server_down",
+        "error",
+        "reward_error",
+        "prompt_too_long",
+        "segment_too_long",
+        "worker_died",
+    }
 )
 STATUSES = ("ok", "max_turns", "truncated", "malformed_tool_call", *sorted(FAILED_STATUSES))
 

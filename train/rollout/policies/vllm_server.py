@@ -96,6 +96,11 @@ class VLLMServer:
             *("--host", "127.0.0.1", "--port", str(self.port)),
             *("--dtype", dtype, "--max-model-len", str(max_model_len), "--seed", str(seed)),
             *("--enforce-eager", "--logprobs-mode", "processed_logprobs"),
+            # whole prompts only: vLLM discards the token it sampled after a partial (chunked)
+            # prefill by rewinding the request's seeded generator, which a CPU generator cannot do
+            # ("CPU Generator does not use offset": the engine dies at the first seeded request
+            # chunked, e.g. 50 held-out prompts at once); a prompt fits the budget by construction
+            *("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len)),
         ]
         env = {
             **os.environ,

@@ -29,6 +29,9 @@ FIXES = {
     "tool_timeout": "tool calls run past rollout.tool_timeout_s: check the server, or raise the limit",
     "timeout": "episodes run past rollout.episode_timeout_s: raise it, or check the agent and its tools",
     "prompt_too_long": "first prompts do not fit: raise rollout.max_prompt_tokens, or shorten them",
+    "segment_too_long": "the agent rewrites its history into prompts that do not fit: raise the limit the "
+    "message names (rollout.max_prompt_tokens or rollout.max_total_tokens), or keep its summaries and "
+    "trimmed histories shorter",
     "error": "the agent or the policy raises: see the message",
     "worker_died": "rollout worker processes exit mid-episode (killed, out of memory?): check the machine's "
     "memory and logs, or lower rollout.workers or rollout.concurrency",

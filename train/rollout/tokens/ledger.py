@@ -115,7 +115,7 @@ def _args(value: Any) -> Any:
 
 
 def normalize(message: Message) -> tuple:
-    """What must be equal for a message to count as already in the ledger."""
+    """What must be equal for a message to count as already in the ledger (`same_message`)."""
     role = message.get("role")
     calls = tuple(
         (
@@ -124,10 +124,23 @@ def normalize(message: Message) -> tuple:
         )
         for c in (message.get("tool_calls") or [])
     )
+    text = content_text(message.get("content")).strip()
     if role == "assistant" and calls:
-        # AWorld may re-wrap the text beside a tool call; the calls identify the turn.
-        return (role, calls)
-    return (role, content_text(message.get("content")).strip(), calls, message.get("tool_call_id"))
+        return (role, calls, text)
+    return (role, text, calls, message.get("tool_call_id"))
+
+
+def same_message(held: tuple, given: tuple) -> bool:
+    """`given` (a message the agent sent, normalised) is the one the ledger holds as `held`.
+
+    A framework that replays an answer with tool calls may leave its text out (AWorld replays the
+    text beside a call as empty content): the calls identify the turn then. Any other change to an
+    earlier message, the model's own answers included (their text rewritten, their calls'
+    arguments compacted), is a rewrite: the ledger starts a new segment, never merging it."""
+    if held == given:
+        return True
+    with_calls = len(held) == len(given) == 3
+    return with_calls and held[:2] == given[:2] and given[2] == ""
 
 
 class TokenLedger:
@@ -155,19 +168,25 @@ class TokenLedger:
     def __len__(self) -> int:
         return len(self.current) if self.current else 0
 
+    def extends(self, messages: list[Message], tools: list[dict] | None) -> bool:
+        """The call on `messages` and `tools` carries on the current segment (else it begins one)."""
+        return self._extends([normalize(m) for m in messages], json.dumps(tools or [], sort_keys=True))
+
+    def _extends(self, norm: list[tuple], tools_key: str) -> bool:
+        return (
+            self.current is not None
+            and self._last is not None
+            and tools_key == self._tools_key
+            and len(norm) > len(self._seen)
+            and all(same_message(held, given) for held, given in zip(self._seen, norm, strict=False))
+        )
+
     def prompt(self, messages: list[Message], tools: list[dict] | None) -> list[int]:
         """Bring the ledger up to `messages` and return the ids to send to the policy."""
         norm = [normalize(m) for m in messages]
         tools_key = json.dumps(tools or [], sort_keys=True)
         seg = self.current
-        extends = (
-            seg is not None
-            and self._last is not None
-            and tools_key == self._tools_key
-            and len(norm) > len(self._seen)
-            and norm[: len(self._seen)] == self._seen
-        )
-        if extends:
+        if self._extends(norm, tools_key):
             last = self._last
             stop_text = ""
             if (

@@ -15,7 +15,7 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "
 const num = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
 const pct = (v) => (v === null || v === undefined ? "–" : (100 * v).toFixed(1) + "%");
 const enc = encodeURIComponent;
-const FAILED = new Set(["timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long"]);
+const FAILED = new Set(["timeout", "tool_timeout", "tool_server_down", "error", "reward_error", "prompt_too_long", "segment_too_long", "worker_died"]);
 
 async function api(path) {
   const response = await fetch(path);
@@ -332,8 +332,8 @@ function lanesBlock(e, mode) {
   const tokenizerNote = e.tokenizer.ok ? "" : greyed(`token ids shown without text: ${e.tokenizer.reason}`);
   return tokenizerNote + `<div class="lanes" style="grid-template-columns:repeat(${e.lanes.length}, minmax(0, 1fr))">${e.lanes.map((lane) => `<div class="lane${lane.policy_index === null || lane.policy_index === undefined ? "" : ` policy-${lane.policy_index % 4}`}" data-agent="${esc(lane.agent)}"${lane.policy ? ` data-policy="${esc(lane.policy)}"` : ""}>
       <h3>${e.lanes.length > 1 ? "agent " : ""}${esc(lane.agent || "agent")}${lane.policy ? ` <span class="policy-name">· policy ${esc(lane.policy)}</span>` : ""}</h3>
-      ${lane.segments.map((seg) => `<div class="segment" data-segment="${seg.index}">
-        <div class="segment-head">segment ${seg.index + 1} · <span class="n-tokens">${seg.tokens.length}</span> tokens · prompt ${seg.prompt_tokens} · <span class="n-sampled">${seg.sampled}</span> sampled · advantage ${seg.advantage === null ? "–" : num(seg.advantage)}${seg.has_trainer ? "" : ' · <span class="muted">no trainer logprobs</span>'}</div>
+      ${lane.segments.map((seg) => `${rewriteBlock(seg)}<div class="segment" data-segment="${seg.index}">
+        <div class="segment-head">segment ${seg.index + 1}${lane.segments.length > 1 ? ` · from the agent's call ${seg.first_call + 1}` : ""} · <span class="n-tokens">${seg.tokens.length}</span> tokens · prompt ${seg.prompt_tokens} · <span class="n-sampled">${seg.sampled}</span> sampled · advantage ${seg.advantage === null ? "–" : num(seg.advantage)}${seg.has_trainer ? "" : ' · <span class="muted">no trainer logprobs</span>'}</div>
         <div class="tokens">${tokenSpans(seg.tokens, seg.turn_starts, mode, seg)}</div></div>`).join("")}
       <h3>Tool calls</h3>${toolCallsTable(lane.tool_calls)}</div>`).join("")}</div>`;
 }
