@@ -42,6 +42,14 @@ _LOG_TAIL = 20
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
+def whole_prompts(max_model_len: int) -> tuple[str, ...]:
+    """vLLM's flags to prefill whole prompts only. After a partial (chunked) prefill vLLM discards
+    the token it sampled by rewinding the request's seeded generator, which a CPU generator cannot
+    do ("CPU Generator does not use offset": the engine dies at the first seeded request chunked,
+    e.g. 50 held-out prompts at once). A prompt fits the budget by construction."""
+    return ("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len))
+
+
 class VLLMServerError(AworldTrainError):
     """vLLM's server did not start, or refused a weight load (the message has its log's last lines)."""
 
@@ -96,11 +104,7 @@ class VLLMServer:
             *("--host", "127.0.0.1", "--port", str(self.port)),
             *("--dtype", dtype, "--max-model-len", str(max_model_len), "--seed", str(seed)),
             *("--enforce-eager", "--logprobs-mode", "processed_logprobs"),
-            # whole prompts only: vLLM discards the token it sampled after a partial (chunked)
-            # prefill by rewinding the request's seeded generator, which a CPU generator cannot do
-            # ("CPU Generator does not use offset": the engine dies at the first seeded request
-            # chunked, e.g. 50 held-out prompts at once); a prompt fits the budget by construction
-            *("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len)),
+            *whole_prompts(max_model_len),
         ]
         env = {
             **os.environ,
