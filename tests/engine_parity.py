@@ -25,6 +25,28 @@ CONFIG = {
 }
 
 
+def verl_grpo_advantages(outputs: list, keys: list[str]):
+    """verl's own GRPO over one group's agent-loop outputs (uid `uid0`), as its V1 trainer runs it:
+    each output's reward at its last trained token, the outputs keyed (uid, session, output) in
+    `keys`; the advantages, [outputs, the longest response]."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    width = max(len(o.response_ids) for o in outputs)
+    mask, scores = torch.zeros(len(outputs), width), torch.zeros(len(outputs), width)
+    for r, out in enumerate(outputs):
+        mask[r, : len(out.response_mask)] = torch.tensor(out.response_mask, dtype=torch.float)
+        scores[r, max(i for i, m in enumerate(out.response_mask) if m)] = out.reward_score
+    data = DataProto.from_dict(
+        tensors={"response_mask": mask, "token_level_rewards": scores},
+        non_tensors={"uid": np.array(["uid0"] * len(outputs), dtype=object)},
+    )
+    return compute_advantage_for_multi_trajectories(data, keys, AdvantageEstimator.GRPO).batch["advantages"]
+
+
 class GroupScript:
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from areal_support import AREAL_PYTHON, ROOT, needs_areal
 from backend_support import trainer_for
-from engine_parity import CONFIG, OUTCOMES, GroupScript, sample
+from engine_parity import CONFIG, OUTCOMES, GroupScript, sample, verl_grpo_advantages
 
 pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 
@@ -57,12 +57,7 @@ def local_samples(trainer, tokenizer) -> list[dict]:
 
 
 def verl_samples(trainer, tokenizer) -> list[dict]:
-    import numpy as np
-    import torch
     from test_verl_backend import instantiate_like_verl, row_kwargs
-    from verl import DataProto
-    from verl.trainer.ppo.core_algos import AdvantageEstimator
-    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
     from verl.workers.rollout.replica import TokenOutput
 
     script = GroupScript(tokenizer)
@@ -79,19 +74,7 @@ def verl_samples(trainer, tokenizer) -> list[dict]:
         loop = instantiate_like_verl(run, tokenizer, Server())
         kwargs = {**row_kwargs(run), "uid": "uid0", "global_steps": 1}  # what verl's V1 worker adds
         outputs.extend(asyncio.run(loop.run({"temperature": 1.0, "logprobs": True}, **kwargs)))
-    width = max(len(o.response_ids) for o in outputs)
-    mask, scores = torch.zeros(len(outputs), width), torch.zeros(len(outputs), width)
-    for r, out in enumerate(outputs):
-        mask[r, : len(out.response_mask)] = torch.tensor(out.response_mask, dtype=torch.float)
-        scores[r, max(i for i, m in enumerate(out.response_mask) if m)] = out.reward_score
-    data = DataProto.from_dict(
-        tensors={"response_mask": mask, "token_level_rewards": scores},
-        non_tensors={"uid": np.array(["uid0"] * len(outputs), dtype=object)},
-    )
-    keys = [f"uid0_{i}_0" for i in range(len(outputs))]
-    advantages = compute_advantage_for_multi_trajectories(data, keys, AdvantageEstimator.GRPO).batch[
-        "advantages"
-    ]
+    advantages = verl_grpo_advantages(outputs, [f"uid0_{i}_0" for i in range(len(outputs))])
     return [
         sample(
             out.prompt_ids + out.response_ids,

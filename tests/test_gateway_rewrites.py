@@ -8,49 +8,37 @@ Driven by the `openai` SDK's chat completions against the episode's gateway sess
 
 from __future__ import annotations
 
-import json
-
 from gateway_support import SDKAgent
-from test_gateway_apis import CHAT_TOOLS
+from rewriting_agents import ANSWER, QUESTION, STEPS, SYSTEM, TOOLS, call_text, result
 
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.policies.client import ScriptedPolicy
 from aworld_train.rollout.samples.codec import agent_units, episode_samples
 
-SYSTEM = {"role": "system", "content": "You solve sums step by step with the calculate tool."}
-USER = {"role": "user", "content": "What is (2 * 3 + 4) - 1?"}
-STEPS = ("2 * 3", "6 + 4", "10 - 1")
-RESULTS = {"2 * 3": "6", "6 + 4": "10", "10 - 1": "9"}
-
-
-def call(expression: str) -> str:
-    return f"<tool_call>\n{json.dumps({'name': 'calculate', 'arguments': {'expression': expression}})}\n</tool_call>"
-
 
 def trimmed(history: list[dict]) -> list[dict]:
     """The system prompt, the task and the last assistant call with its tool result."""
-    return [SYSTEM, USER, *history[-2:]]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}, *history[-2:]]
 
 
 async def trimming_agent(client, text: str, session) -> None:
     history: list[dict] = []
     while True:
-        reply = await client.chat.completions.create(model="m", messages=trimmed(history), tools=CHAT_TOOLS)
+        reply = await client.chat.completions.create(model="m", messages=trimmed(history), tools=TOOLS)
         message = reply.choices[0].message
         if not message.tool_calls:
             return
         (tool_call,) = message.tool_calls
-        expression = json.loads(tool_call.function.arguments)["expression"]
         history += [
             message.model_dump(exclude_none=True),
-            {"role": "tool", "tool_call_id": tool_call.id, "content": RESULTS[expression]},
+            {"role": "tool", "tool_call_id": tool_call.id, "content": result(tool_call.model_dump())},
         ]
 
 
 async def test_a_gateway_agent_that_trims_its_messages_trains_every_segment(tokenizer, im_end, make_runtime):
-    policy = ScriptedPolicy(tokenizer, [*(call(s) for s in STEPS), "The answer is 9."], im_end)
-    traj = await Episode(SDKAgent(trimming_agent), Task("t", [USER["content"]]), make_runtime(policy)).run()
+    policy = ScriptedPolicy(tokenizer, [*(call_text(s) for s in STEPS), ANSWER], im_end)
+    traj = await Episode(SDKAgent(trimming_agent), Task("t", [QUESTION]), make_runtime(policy)).run()
 
     assert traj.status == "ok", traj.error
     # calls 1 and 2 share a segment (the history grows); calls 3 and 4 each begin one (the trim

@@ -108,10 +108,7 @@ def test_verl_gets_an_output_per_segment_and_grpo_counts_an_episode_once(
     """verl's own GRPO over the outputs, keyed as its V1 trainer keys them (uid, session, output):
     every output of an episode gets the episode's advantage, the same as the local learner's."""
     pytest.importorskip("verl.experimental.agent_loop.agent_loop")
-    import numpy as np
-    from verl import DataProto
-    from verl.trainer.ppo.core_algos import AdvantageEstimator
-    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+    from engine_parity import verl_grpo_advantages
 
     from aworld_train.engines.verl.loop import to_agent_loop_outputs
 
@@ -127,16 +124,7 @@ def test_verl_gets_an_output_per_segment_and_grpo_counts_an_episode_once(
             assert out.extra_fields["reward_extra_info"]["segments_dropped"] == 0
             keys.append(f"uid0_{episode}_{k}")
         outputs += outs
-    width = max(len(o.response_ids) for o in outputs)
-    mask, scores = torch.zeros(len(outputs), width), torch.zeros(len(outputs), width)
-    for r, out in enumerate(outputs):
-        mask[r, : len(out.response_mask)] = torch.tensor(out.response_mask, dtype=torch.float)
-        scores[r, max(i for i, m in enumerate(out.response_mask) if m)] = out.reward_score
-    data = DataProto.from_dict(
-        tensors={"response_mask": mask, "token_level_rewards": scores},
-        non_tensors={"uid": np.array(["uid0"] * len(outputs), dtype=object)},
-    )
-    got = compute_advantage_for_multi_trajectories(data, keys, AdvantageEstimator.GRPO).batch["advantages"]
+    got = verl_grpo_advantages(outputs, keys)
     local, _ = build_samples(trajs, ["g"] * len(trajs))
     for r, (out, sample) in enumerate(zip(outputs, local, strict=True)):
         trained = torch.tensor(out.response_mask, dtype=torch.bool)

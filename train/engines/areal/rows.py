@@ -70,6 +70,11 @@ class AgentRows:
     def loss_tokens(self) -> int:
         return sum(int(row.tensors["loss_mask"].sum()) for row in self.rows)
 
+    @property
+    def trained_segments(self) -> int:
+        """Its rows with a loss token."""
+        return sum(bool(row.tensors["loss_mask"].any()) for row in self.rows)
+
 
 def areal_rows(
     traj: Trajectory,

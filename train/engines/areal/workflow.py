@@ -261,7 +261,7 @@ class AWorldWorkflow(RolloutWorkflow):
                 "versions": row_versions(units),
                 "engine_versions": {str(v): n for v, n in sorted(episode.engine_versions.items())},
                 "loss_tokens": sum(unit.loss_tokens for unit in units),
-                "segments": sum(bool(row.tensors["loss_mask"].any()) for row in _rows(units)),  # rows trained
+                "segments": sum(unit.trained_segments for unit in units),  # rows trained
                 "num_turns": traj.num_turns,
                 "agents": {unit.agent: unit.loss_tokens for unit in units if unit.agent},
             }
@@ -305,7 +305,7 @@ def token_notes(episodes: list[Episode], credit: dict[int, list[float]], group: 
     each turn's reward and advantage) and its weight versions."""
     notes = []
     for episode in episodes:
-        versions = [v for row in _rows(episode.units) for v in _sampled_versions(row.tensors)]
+        versions = _sampled_versions(episode.units)
         note = EpisodeNotes(group=group, version_span=(min(versions), max(versions)) if versions else None)
         for unit in episode.units:
             if id(unit) not in credit:
@@ -321,22 +321,24 @@ def token_notes(episodes: list[Episode], credit: dict[int, list[float]], group: 
     return notes
 
 
-def _rows(units: list[AgentRows]) -> list:
-    return [row for unit in units for row in unit.rows]
-
-
-def _sampled_versions(row: dict[str, torch.Tensor]) -> list[int]:
-    return [int(v) for v in row["versions"][row["versions"] != NOT_SAMPLED].tolist()]
+def _sampled_versions(units: list[AgentRows]) -> list[int]:
+    """The weight version of every sampled token of the units' rows."""
+    return [
+        int(v)
+        for unit in units
+        for row in unit.rows
+        for v in row.tensors["versions"][row.tensors["versions"] != NOT_SAMPLED].tolist()
+    ]
 
 
 def episode_version(units: list[AgentRows]) -> int:
     """The oldest weight version among an episode's sampled tokens (-1: none sampled)."""
-    return min((v for row in _rows(units) for v in _sampled_versions(row.tensors)), default=NOT_SAMPLED)
+    return min(_sampled_versions(units), default=NOT_SAMPLED)
 
 
 def row_versions(units: list[AgentRows]) -> dict[str, int]:
     """The rows' sampled tokens per weight version (JSON keys: the versions as text)."""
-    counts = Counter(v for row in _rows(units) for v in _sampled_versions(row.tensors))
+    counts = Counter(_sampled_versions(units))
     return {str(v): n for v, n in sorted(counts.items())}
 
 
@@ -347,7 +349,7 @@ def record_stats(episodes: list[Episode]) -> None:
     tracker = stats_tracker.get(workflow_context.stat_scope())
     for episode in episodes:
         traj, units = episode.trajectory, episode.units
-        segments = float(sum(bool(row.tensors["loss_mask"].any()) for row in _rows(units)))
+        segments = float(sum(unit.trained_segments for unit in units))
         tracker.scalar(reward=float(traj.reward or 0.0), segments=segments, segments_dropped=0.0)
         # every status, 0 included: AReaL averages a key over the episodes that recorded it
         tracker.scalar(**{f"status/{status}": float(traj.status == status) for status in STATUSES})
