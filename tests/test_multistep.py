@@ -76,6 +76,7 @@ def _episode(calls: list[tuple[str, str, bool]], answer: str, turns: int) -> Tra
 
 
 def test_the_reward_pays_each_intermediate_value_in_order_and_penalises_refused_calls():
+    """A wrong answer scores below 1 (held-out accuracy counts 1 only) by the share of its chain reached."""
     sample = {"ground_truth": 86, "extra_info": {"steps": [42, 126, 86]}}
     right = _episode(
         [
@@ -100,7 +101,10 @@ def test_the_reward_pays_each_intermediate_value_in_order_and_penalises_refused_
         4,
     )
     out = exact_answer_and_steps(wrong, sample)
-    assert out["score"] == 0.0 and out["steps_reached"] == 1 and out["turn_rewards"] == [0.0, 0.0, 0.1, 0.0]
+    # no exact answer: half a point for the whole chain, a third of it reached
+    assert out["score"] == pytest.approx(0.5 / 3) and out["steps_reached"] == 1
+    assert out["turn_rewards"] == [0.0, 0.0, 0.1, 0.0]
+    assert exact_answer_and_steps(wrong, sample, partial_credit=0.0)["score"] == 0.0
     penalised = exact_answer_and_steps(wrong, sample, error_penalty=0.2)
     assert penalised["turn_rewards"] == [-0.2, 0.0, 0.1, 0.0]
 
@@ -126,3 +130,32 @@ def test_the_story_team_is_a_reader_then_the_calculator_agent():
 
     spec = spec_from_swarm(build_team())
     assert [agent.name for agent in spec.agents] == ["reader", "calculator_agent"]
+
+
+def _team_episode(handed: str, answer: str) -> Trajectory:
+    """A story team's episode: the reader handed the calculator agent `handed`; the team answered."""
+    traj = Trajectory(episode_id="e", task_id="t", final_answer=answer)
+    system = {"role": "system", "content": "You are a careful calculator assistant."}
+    traj.prompt_inputs = {"calculator_agent": {"messages": [system, {"role": "user", "content": handed}]}}
+    return traj
+
+
+def test_the_story_reward_gives_the_reader_half_a_point_for_the_right_expression():
+    from aworld_train.rewards.story_team import answer_or_expression
+
+    sample = {"ground_truth": 185, "extra_info": {"expression": "(59 - 22) * 5"}}
+    assert answer_or_expression(_team_episode("(59 - 22) * 5", "The answer is 185."), sample)["score"] == 1.0
+    # the reader was right (any form of the same value), the calculator agent was not
+    for handed in ("(59 - 22) * 5", "5 * (59-22)"):
+        out = answer_or_expression(_team_episode(handed, "The answer is 145."), sample)
+        assert out["score"] == 0.5 and out["reader_right"]
+    # the expression on its first line, before the reader's own (wrong) working-out, counts
+    out = answer_or_expression(_team_episode("(59 - 22) * 5 = 145\nFay has 145 books.", "145"), sample)
+    assert out["score"] == 0.5 and out["reader_right"]
+    # a wrong expression, or a story retold instead of an expression, earns nothing
+    for handed in ("59 - 22 * 5", "Fay has 59 - 22 = 27 books.", "59 - 22 = 37\n37 * 5 = 185"):
+        out = answer_or_expression(_team_episode(handed, "The answer is 145."), sample)
+        assert out["score"] == 0.0 and not out["reader_right"]
+    assert (
+        answer_or_expression(_team_episode("(59 - 22) * 5", "145"), sample, reader_credit=0.0)["score"] == 0.0
+    )
