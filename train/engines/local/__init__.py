@@ -41,13 +41,13 @@ class LocalEngine(Engine):
                 "samples": len(data.samples),
                 "note": "nothing to render for backend local",
             }
-        from aworld_train.engines.local.sft import train
+        from aworld_train.engines.local.sft import fine_tune
 
         (run_dir / "config.yaml").write_text(cfg.render())
         return {
             "backend": "local",
             "data": data.summary(),
-            **train(data.samples, cfg.model, cfg.sft, run_dir),
+            **fine_tune(data.samples, cfg.model, cfg.sft, run_dir),
         }
 
 

@@ -60,7 +60,9 @@ def step_batches(samples: list[SFTSample], cfg: SFTConfig) -> list[list[SFTSampl
     return steps[: cfg.max_steps] if cfg.max_steps else steps
 
 
-def train(samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str | Path) -> dict[str, Any]:
+def fine_tune(
+    samples: list[SFTSample], model_ref: str, cfg: SFTConfig, run_dir: str | Path
+) -> dict[str, Any]:
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
     folder = RunFolder(run_dir)
