@@ -2,9 +2,10 @@
 examples/calculator/grpo_areal_cpu.yaml with `rollout.engine=vllm`, in the AReaL environment.
 AReaL's client is its own `RemotevLLMEngine`; it reaches vLLM's own server (`make setup-vllm`'s
 environment) through the routes of AReaL's vLLM server (cpu/vllm_front.py), and each update goes
-AReaL's own disk path (`/areal_update_weights`), or with a LoRA adapter vLLM's own adapter route
-(`/v1/load_lora_adapter`). 3 steps, off-policy by up to one version. Two runs (every weight, an
-adapter), alone at the end of the session (tests/early_runs.py).
+AReaL's own disk path (`/areal_update_weights`). 3 steps, off-policy by up to one version, every
+weight trained; one run, alone at the end of the session (tests/early_runs.py). A LoRA adapter goes
+vLLM's own adapter route, which the front passes on (tests/test_areal_vllm_front.py) and vLLM serves
+as it does for verl's runs (tests/test_verl_cpu_vllm_e2e.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500), needs_areal]
 
 STEPS = [0, 1, 2]  # AReaL counts its steps from 0
 FLOAT32_MISMATCH = 1e-4
-# an adapter at an adapter's learning rate (AReaL's actor.use_lora, lora_rank, lora_alpha)
-LORA = ("algorithm.lora={rank: 8, alpha: 16}", "algorithm.lr=1e-3")
 
 
 def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
@@ -83,14 +82,9 @@ def start_run(tmp: Path, *overrides: str) -> early_runs.Started | None:
     return early_runs.launch(command, tmp, 1400, collect, cwd=tmp)
 
 
-@pytest.fixture(scope="module", params=["full", "lora"])
-def run(request, tmp_path_factory):
-    lora = request.param == "lora"
-    folder = tmp_path_factory.mktemp(f"areal_cpu_vllm_{request.param}")
-    return {
-        **early_runs.variant(__name__, request.param, start_run, folder, *(LORA if lora else ())),
-        "lora": lora,
-    }
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return early_runs.result(__name__, start_run, tmp_path_factory.mktemp("areal_cpu_vllm"))
 
 
 def test_areals_trainer_finishes_three_steps_sampled_by_vllm(run):
@@ -104,18 +98,11 @@ def test_areals_trainer_finishes_three_steps_sampled_by_vllm(run):
 
 
 def test_each_update_went_areals_own_path_to_vllm(run):
-    """Full weights: AReaL's disk path as reloads; an adapter: the initial one before any request,
-    then each update's, through vLLM's adapter route."""
+    """AReaL's disk path, each update a reload of vLLM's weights after the requests of the version
+    before it."""
     loads = run["weight_loads"]
-    if run["lora"]:
-        assert [(load["event"], load["version"]) for load in loads] == [("adapter", v) for v in (0, 1, 2, 3)]
-        assert loads[0]["served_on_previous"]["requests"] == 0
-        loads = loads[1:]
-        assert run["vllm_log"].count("POST /v1/load_lora_adapter") == 4
-        assert "POST /collective_rpc" not in run["vllm_log"]
-    else:
-        assert [(load["event"], load["version"]) for load in loads] == [("weights", v) for v in (1, 2, 3)]
-        assert run["vllm_log"].count("POST /collective_rpc") == len(loads)
+    assert [(load["event"], load["version"]) for load in loads] == [("weights", v) for v in (1, 2, 3)]
+    assert run["vllm_log"].count("POST /collective_rpc") == len(loads)
     assert all(load["served_on_previous"]["requests"] > 0 for load in loads)
     assert [load["served_on_previous"]["version"] for load in loads] == [0, 1, 2]
 
@@ -123,7 +110,7 @@ def test_each_update_went_areals_own_path_to_vllm(run):
 def test_vllms_logprobs_are_those_of_the_weights_each_version_pushed(run):
     """AReaL's actor measures vLLM's logprobs against its own forward of the current weights' tokens
     (step 0: float32 against float32); and the tokens each version sampled have the logprobs of the
-    weights (the base and adapter) AReaL saved at that version, while the initial weights are far
+    weights AReaL saved at that version, while the initial weights are far
     off from step 1 on."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -140,13 +127,7 @@ def test_vllms_logprobs_are_those_of_the_weights_each_version_pushed(run):
     assert tokens and gap < FLOAT32_MISMATCH
     checked = []
     for version, folder in sorted(saved.items()):
-        if run["lora"]:
-            from peft import PeftModel
-
-            base = AutoModelForCausalLM.from_pretrained(run["model"], dtype=torch.float32)
-            trained = PeftModel.from_pretrained(base, str(folder)).eval()
-        else:
-            trained = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        trained = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         gap, tokens = mismatch(trained, segments, version)
         if tokens:
             assert gap < FLOAT32_MISMATCH, (version, gap)
