@@ -171,7 +171,7 @@ async def bench(args, out: Path) -> int:
         tokenizer, lambda ids: "ok", max_assistant_turns=256, max_total_tokens=8192, concurrency=64
     )
     wide = replace(tight, settings=tight.settings.model_copy(update={"max_total_tokens": 65536}))
-    policy = tight.policy
+    policy = tight.router.default
 
     async def episodes(actions: list[str], rt) -> None:
         trajs = await run_episodes(agent, [Task(f"{a}{i}", [a]) for i, a in enumerate(actions)], rt)

@@ -134,6 +134,7 @@ async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
     from aworld_train.rollout.episodes.episode import Episode
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
@@ -144,7 +145,7 @@ async def run_ours(tokenizer, server, spec, n: int, concurrency: int) -> float:
     async def one(i: int):
         async with limit:
             policy = VerlServerPolicy(server, {"temperature": 1.0})
-            runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), settings)
+            runtime = RolloutRuntime(PolicyRouter(policy), renderer, stop_token_ids(tokenizer), settings)
             return await Episode(
                 spec,
                 Task(str(i), [f"What is {i} * 7?"], ground_truth=i * 7),

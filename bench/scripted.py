@@ -51,13 +51,14 @@ def scripted_runtime(tokenizer, reply: Callable[[list[int]], Any], latency_s: fl
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.settings import RolloutSettings
     from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     policy = ScriptedPolicy(tokenizer, reply, end, latency_s=latency_s)
     return RolloutRuntime(
-        policy,
+        PolicyRouter(policy),
         ChatRenderer(tokenizer, tool_block="never"),
         stop_token_ids(tokenizer),
         RolloutSettings(**{"tool_block": "never", **settings}),

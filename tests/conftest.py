@@ -106,12 +106,16 @@ def calculator_spec(calculator_server):
 @pytest.fixture
 def make_runtime(tokenizer, stop_ids):
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import renderer_for
 
-    def make(policy, **rollout):
+    def make(policy, by_agent=None, **rollout):
+        """A runtime whose router serves every agent with `policy` (`by_agent`: those served by another)."""
         rollout.setdefault("tool_block", "never")
         cfg = RolloutSettings(**rollout)
-        return RolloutRuntime(policy, renderer_for(tokenizer, cfg), stop_ids, cfg)
+        return RolloutRuntime(
+            PolicyRouter(policy, by_agent or {}), renderer_for(tokenizer, cfg), stop_ids, cfg
+        )
 
     return make
 

@@ -177,12 +177,13 @@ def rewriting_episode(kind: str, tokenizer, outcome: str = "right", episode_id: 
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.episodes.settings import RolloutSettings
     from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import renderer_for
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     settings = RolloutSettings(tool_block="never", max_assistant_turns=6)
     stops = stop_token_ids(tokenizer)
     policy = EpisodePolicy(tokenizer, replies(kind, outcome), tokenizer.convert_tokens_to_ids("<|im_end|>"))
-    runtime = RolloutRuntime(policy, renderer_for(tokenizer, settings), stops, settings)
+    runtime = RolloutRuntime(PolicyRouter(policy), renderer_for(tokenizer, settings), stops, settings)
     task = Task("sum", [QUESTION], ground_truth=9)
     return asyncio.run(Episode(RewritingAgent(kind), task, runtime, AnswerReward(), episode_id).run())

@@ -25,6 +25,7 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     from aworld_train.rollout.episodes.batch import run_episodes
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.samples.token_log import write_episodes
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
@@ -40,7 +41,7 @@ def local_samples(trainer, tokenizer) -> list[dict]:
     renderer = ChatRenderer(
         tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
     )
-    runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), rollout)
+    runtime = RolloutRuntime(PolicyRouter(policy), renderer, stop_token_ids(tokenizer), rollout)
     task = trainer.train_tasks[0]
     trajs = asyncio.run(
         run_episodes(trainer.spec, [task], runtime, trainer.reward, samples_per_task=len(OUTCOMES))

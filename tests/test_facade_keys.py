@@ -239,6 +239,7 @@ def test_each_engine_declares_what_it_can_do():
 def test_an_engine_without_advantages_per_turn_refuses_them_naming_the_way_out():
     from aworld_train.engines.protocol import Capabilities, refuse_what_it_cannot
     from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.policy_plan import resolve_plan
 
     class OneRewardPerRow:  # what refuse_what_it_cannot reads of an engine
         name = "rows"
@@ -248,5 +249,6 @@ def test_an_engine_without_advantages_per_turn_refuses_them_naming_the_way_out()
     with pytest.raises(
         ConfigError, match="algorithm.advantage: discounted: backend rows gives each row one reward"
     ):
-        refuse_what_it_cannot(OneRewardPerRow(), config)  # type: ignore[arg-type]
-    refuse_what_it_cannot(OneRewardPerRow(), TrainConfig.model_validate({}))  # type: ignore[arg-type]
+        refuse_what_it_cannot(OneRewardPerRow(), config, resolve_plan({}, config.algorithm))  # type: ignore[arg-type]
+    default = TrainConfig.model_validate({})
+    refuse_what_it_cannot(OneRewardPerRow(), default, resolve_plan({}, default.algorithm))  # type: ignore[arg-type]

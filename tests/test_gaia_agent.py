@@ -13,6 +13,7 @@ from aworld_train.env.gaia.data import load_gaia
 from aworld_train.evaluation.report import evaluate
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.rollout.policies.client import ScriptedPolicy
+from aworld_train.rollout.policies.router import PolicyRouter
 
 
 def _render(trainer):
@@ -75,7 +76,7 @@ async def test_gaia_agent_evaluates_through_the_real_gateway(gateway, tokenizer,
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
     runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
-    report = await evaluate(runner, policy, tasks, show_progress=False)
+    report = await evaluate(runner, PolicyRouter(policy), tasks, show_progress=False)
 
     questions = {task.id: task.user_turns[0].split("?")[0] for task in tasks}
     by_question = {questions[t.task_id]: t for t in report.trajectories}

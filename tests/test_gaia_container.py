@@ -67,6 +67,7 @@ async def test_the_gaia_agent_runs_episodes_through_the_container(container, tok
     from aworld_train.inputs.dataset import load_tasks
     from aworld_train.inputs.reward import RewardFunction
     from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.router import PolicyRouter
 
     spec = load_agent_spec(build_agent(url=container.url, servers=["documents", "python", "calculator"],
                                        authorization=TOKEN))  # fmt: skip
@@ -74,7 +75,7 @@ async def test_the_gaia_agent_runs_episodes_through_the_container(container, tok
     runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     policy = ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end)
-    report = await evaluate(runner, policy, tasks, show_progress=False)
+    report = await evaluate(runner, PolicyRouter(policy), tasks, show_progress=False)
     assert [t.status for t in report.trajectories] == ["ok"] * 10
     assert report.summary()["accuracy"] == pytest.approx(0.9)  # the sample's one wrong reading
     tools = {t.tool_calls[0].name for t in report.trajectories}
@@ -200,6 +201,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.client import ScriptedPolicy
     from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
@@ -239,7 +241,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     renderer = ChatRenderer(
         tokenizer, tool_block=rollout.tool_block, template_kwargs=rollout.chat_template_kwargs
     )
-    runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), rollout)
+    runtime = RolloutRuntime(PolicyRouter(policy), renderer, stop_token_ids(tokenizer), rollout)
     asyncio.run(run_episodes(trainer.spec, list(trainer.train_tasks), runtime))
     assert teach_tool_calls(model, policy.prompts, tokenizer) < 0.5
     before = len(calls_in_container(container))

@@ -19,6 +19,7 @@ from aworld_train.engines.local.samples import build_samples
 from aworld_train.engines.logprob_mismatch import mismatch_warning
 from aworld_train.inputs.config import AlgorithmConfig, LoraConfig, load_config
 from aworld_train.rollout.episodes.single_turn import sample_groups
+from aworld_train.rollout.policies import checkpoint_layout as layout
 from aworld_train.rollout.policies.client import SamplingParams
 from aworld_train.rollout.policies.local import LocalPolicy
 from aworld_train.rollout.policies.models import load_model
@@ -117,7 +118,7 @@ def test_a_merged_export_is_a_plain_model_with_the_same_logits(tiny_model_dir, t
     model, policy, learner = lora_setup(tiny_model_dir, tokenizer, stop_ids)
     learner.step(rollout(policy, tokenizer, seed=0))
     checkpoint = tmp_path / "checkpoints" / "step_000001"
-    lora.save_adapter(model, checkpoint)
+    layout.save_adapter(model, checkpoint)
     out = lora.export_merged(str(tiny_model_dir), checkpoint, tmp_path / "merged", tokenizer, torch.float32)
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
     merged = load_model(str(out), dtype=torch.float32)
@@ -175,10 +176,10 @@ def test_a_lora_run_saves_adapters_and_a_merged_last_step_and_resumes(lora_run, 
     run = Path(cfg["trainer"]["run_dir"])
     first, last = run / "checkpoints" / "step_000001", run / "checkpoints" / "step_000002"
     # every checkpoint: the adapter (not the model) and the optimizer state; the last: the merged model too
-    assert lora.has_adapter(first) and not (first / "config.json").exists()
+    assert layout.has_adapter(first) and not (first / "config.json").exists()
     assert not list(first.glob("*.safetensors"))
-    assert lora.has_adapter(last) and (last / "config.json").is_file()
-    assert summary["adapter_mb"] == round(lora.adapter_bytes(last) / 2**20, 2) > 0
+    assert layout.has_adapter(last) and (last / "config.json").is_file()
+    assert summary["adapter_mb"] == round(layout.adapter_bytes(last) / 2**20, 2) > 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if r["phase"] == "train"]
     assert all(r["logprob_mismatch_mean"] < 1e-3 for r in train_rows)

@@ -13,6 +13,7 @@ import torch
 
 from aworld_train.core.errors import ConfigError
 from aworld_train.inputs.config import load_config
+from aworld_train.inputs.policy_plan import resolve_plan
 
 PIPELINE = "aworld_train.agents.calculator_team:build_pipeline"
 TWO_ADAPTERS = {
@@ -112,12 +113,16 @@ def team_model(tiny_model_dir):
 
     cfg = load_config({"model": str(tiny_model_dir), "policies": TWO_ADAPTERS})
     torch.manual_seed(1)
-    model = team.attach_adapters(load_model(str(tiny_model_dir), dtype="float32"), cfg)
+    model = team.attach_adapters(load_model(str(tiny_model_dir), dtype="float32"), plan_of(cfg))
     with torch.no_grad():
         for name, weight in model.named_parameters():
             if "lora_B" in name:
                 weight.normal_(0, 0.5)
     return model.eval(), cfg
+
+
+def plan_of(cfg):
+    return resolve_plan(cfg.policies, cfg.algorithm)
 
 
 def logprobs_under(model, adapter: str, ids: list[int], start: int) -> torch.Tensor:
@@ -136,6 +141,7 @@ def test_each_agents_calls_are_sampled_with_its_policys_adapter(team_model, toke
     from aworld_train.engines.local import team
     from aworld_train.rollout.episodes.runner import local_runner
     from aworld_train.rollout.episodes.trajectory import Task
+    from aworld_train.rollout.policies.router import PolicyRouter
 
     model, cfg = team_model
     cfg.rollout.max_new_tokens, cfg.rollout.max_assistant_turns = 12, 3
@@ -143,7 +149,9 @@ def test_each_agents_calls_are_sampled_with_its_policys_adapter(team_model, toke
     spec = load_agent_spec(build_pipeline(url=calculator_server.url))
     runner, policy = local_runner(spec, cfg.model, cfg.rollout, model=model, tokenizer=tokenizer)
     tasks = [Task(str(i), [row["prompt"]], row["ground_truth"]) for i, row in enumerate(ROWS)]
-    trajectories = asyncio.run(runner.run_batch(team.router(policy, cfg), tasks, samples_per_task=2, seed=3))
+    plan = plan_of(cfg)
+    router = PolicyRouter.of(team.policy_samplers(plan, policy, None, cfg.model), plan.owner)
+    trajectories = asyncio.run(runner.run_batch(router, tasks, samples_per_task=2, seed=3))
     owner = {"planner": "planner", "calculator_agent": "solver"}
     checked = set()
     for trajectory in trajectories:
@@ -184,7 +192,7 @@ def test_a_policys_step_changes_only_its_own_agents_logprobs(team_model, tokeniz
     sampler = sampler_of(model, tokenizer)
     ids, start = list(range(100, 140)), 20
     before = {name: logprobs_under(model, name, ids, start) for name in ("planner", "solver")}
-    learner = TeamLearner.of_adapters(model, cfg, 1.0, 0, sampler)
+    learner = TeamLearner.of_adapters(model, plan_of(cfg), cfg.algorithm, 1.0, 0, sampler)
     samples = [
         sample_of("planner", ids, start, 1.0, before["planner"]),
         sample_of("planner", ids[:-5], start, -1.0, before["planner"][:-5]),
@@ -198,7 +206,9 @@ def test_a_policys_step_changes_only_its_own_agents_logprobs(team_model, tokeniz
     assert (after["planner"] - before["planner"]).abs().max() > 1e-4
     frozen = cfg.model_copy(deep=True)
     frozen.policies["solver"].frozen = True
-    assert list(TeamLearner.of_adapters(model, frozen, 1.0, 0, sampler).learners) == ["planner"]
+    assert list(
+        TeamLearner.of_adapters(model, plan_of(frozen), frozen.algorithm, 1.0, 0, sampler).learners
+    ) == ["planner"]
 
 
 def test_every_adapter_and_learner_is_saved_and_loaded_exactly(
@@ -208,17 +218,20 @@ def test_every_adapter_and_learner_is_saved_and_loaded_exactly(
     from aworld_train.rollout.policies.models import load_model
 
     model, cfg = team_model
-    learner = team.TeamLearner.of_adapters(model, cfg, 1.0, 0, sampler_of(model, tokenizer))
+    plan = plan_of(cfg)
+    learner = team.TeamLearner.of_adapters(model, plan, cfg.algorithm, 1.0, 0, sampler_of(model, tokenizer))
     ids = list(range(100, 130))
     learner.step([sample_of("calculator_agent", ids, 10, 1.0, logprobs_under(model, "solver", ids, 10))], 0)
     learner.save(tmp_path)
     assert {p.name for p in (tmp_path / "policies").iterdir() if p.is_dir()} == {"planner", "solver"}
-    loaded = team.load_adapters(load_model(str(tiny_model_dir), dtype="float32"), tmp_path, cfg)
+    loaded = team.load_adapters(load_model(str(tiny_model_dir), dtype="float32"), tmp_path, plan)
     saved = dict(model.named_parameters())
     for name, weight in loaded.named_parameters():
         if "lora_" in name:
             assert torch.equal(weight, saved[name]), name
-    restored = team.TeamLearner.of_adapters(loaded, cfg, 1.0, 0, sampler_of(loaded, tokenizer))
+    restored = team.TeamLearner.of_adapters(
+        loaded, plan, cfg.algorithm, 1.0, 0, sampler_of(loaded, tokenizer)
+    )
     restored.load_state_dict(learner.state_dict())
     assert restored.samplers["solver"].version == 1
     state = restored.learners["solver"].optimizer.state_dict()["state"]

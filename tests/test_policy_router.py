@@ -32,8 +32,7 @@ class Team:
 
 async def test_each_agents_calls_are_sampled_by_its_own_policy(tokenizer, im_end, make_runtime):
     planner, solver = ScriptedPolicy(tokenizer, ["plan"], im_end), ScriptedPolicy(tokenizer, ["42"], im_end)
-    runtime = make_runtime(planner)
-    runtime.agent_policies["solver"] = solver
+    runtime = make_runtime(planner, {"solver": solver})
     traj = await Episode(Team(), Task("t", ["go"]), runtime).run()
     assert traj.status == "ok", traj.error
     assert [tokenizer.decode(p).count("planner: go") for p in planner.prompts] == [1]

@@ -23,6 +23,7 @@ from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task
 from aworld_train.rollout.policies.client import Generation, ScriptedPolicy
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.parsers.base import ParsedCall
 from aworld_train.rollout.tokens.calls.probes import ANSWER
@@ -202,7 +203,7 @@ class _Run:
 async def _episode(tok, texts: list[str], stop: str):
     cfg = RolloutSettings(tool_block="never")
     policy = ScriptedPolicy(tok, texts, tok.convert_tokens_to_ids(stop))
-    runtime = RolloutRuntime(policy, renderer_for(tok, cfg), stop_token_ids(tok), cfg)
+    runtime = RolloutRuntime(PolicyRouter(policy), renderer_for(tok, cfg), stop_token_ids(tok), cfg)
     return await Episode(_Agent(), Task("t", ["Weather in Lyon?"]), runtime).run()
 
 

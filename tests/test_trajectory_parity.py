@@ -68,7 +68,7 @@ async def record(spec, runtime_for) -> dict:
                 [s.prompt_ids, s.response_ids, s.response_mask, s.response_logprobs, s.turn_starts]
                 for s in t.segments
             ],
-            "prompts": runtime.policy.prompts,
+            "prompts": runtime.router.default.prompts,
         }
     return json.loads(json.dumps(out))  # the JSON file's shapes (lists, not tuples)
 
@@ -77,11 +77,12 @@ async def record(spec, runtime_for) -> dict:
 def runtime_for(tokenizer, stop_ids):
     from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stop_ids[0])
-        return RolloutRuntime(policy, ChatRenderer(tokenizer), stop_ids, RolloutSettings())
+        return RolloutRuntime(PolicyRouter(policy), ChatRenderer(tokenizer), stop_ids, RolloutSettings())
 
     return make
 
@@ -107,6 +108,7 @@ def _write() -> None:  # pragma: no cover - run by hand
     from aworld_train.inputs.config import RolloutSettings
     from aworld_train.rollout.episodes.runtime import RolloutRuntime
     from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
@@ -115,7 +117,7 @@ def _write() -> None:  # pragma: no cover - run by hand
 
     def make(script):
         policy = ScriptedPolicy(tokenizer, script, stops[0])
-        return RolloutRuntime(policy, ChatRenderer(tokenizer), stops, RolloutSettings())
+        return RolloutRuntime(PolicyRouter(policy), ChatRenderer(tokenizer), stops, RolloutSettings())
 
     with start_server("calculator") as server:
         os.environ["CALCULATOR_MCP_URL"] = server.url

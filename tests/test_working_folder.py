@@ -22,6 +22,7 @@ from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.policies.client import ScriptedPolicy
 from aworld_train.rollout.episodes.trajectory import Task
 
@@ -39,7 +40,7 @@ im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 ok = ScriptedPolicy(tokenizer, ["The answer is 4."], im_end)
 statuses = []
 for policy in (LostPolicy(), ok):
-    runtime = RolloutRuntime(policy, renderer, stop_token_ids(tokenizer), cfg)
+    runtime = RolloutRuntime(PolicyRouter(policy), renderer, stop_token_ids(tokenizer), cfg)
     traj = asyncio.run(Episode(spec, Task("t", ["What is 2 + 2?"], ground_truth=4), runtime).run())
     statuses.append(traj.status)
 from aworld.logs.util import logger

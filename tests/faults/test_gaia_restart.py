@@ -68,19 +68,21 @@ async def test_a_restarted_container_fails_the_episodes_in_flight_and_later_ones
     from aworld_train.env.gaia.data import load_gaia
     from aworld_train.inputs.dataset import load_tasks
     from aworld_train.inputs.reward import RewardFunction
+    from aworld_train.rollout.policies.router import PolicyRouter
 
     spec = load_agent_spec(build_agent(url=container.url, servers=TOOLS, authorization=TOKEN))
     tasks = load_tasks(load_gaia(SAMPLE))
     runner = make_runner(spec, RewardFunction.load("aworld_train.rewards.gaia:gaia_reward"), max_assistant_turns=4,
                          max_new_tokens=256, episode_timeout_s=120)  # fmt: skip
     policy = HeldPolicy(ScriptedPolicy(tokenizer, scripted_gaia_model(tokenizer), im_end))
+    router = PolicyRouter(policy)
 
-    warm = await runner.run_batch(policy, tasks)
+    warm = await runner.run_batch(router, tasks)
     assert [t.status for t in warm] == ["ok"] * len(tasks)
     before = resources()
 
     policy.hold = True
-    batch = asyncio.ensure_future(runner.run_batch(policy, tasks))
+    batch = asyncio.ensure_future(runner.run_batch(router, tasks))
     while policy.waiting < len(tasks):  # every episode listed its tools and waits on its first call
         await asyncio.sleep(0.05)
     await asyncio.to_thread(container.compose, "stop", "--timeout", "2", "gateway")
@@ -94,7 +96,7 @@ async def test_a_restarted_container_fails_the_episodes_in_flight_and_later_ones
         (t.status, t.error) for t in dropped
     ]
     assert all(not t.trainable() and t.reward is None for t in dropped)
-    again = await runner.run_batch(policy, tasks)
+    again = await runner.run_batch(router, tasks)
     assert [t.status for t in again] == ["ok"] * len(tasks), [(t.status, t.error) for t in again]
     assert sum(t.reward for t in again) == pytest.approx(sum(t.reward for t in warm))
     runner.close()

@@ -15,6 +15,7 @@ from aworld_train.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.policy_plan import PolicyPlan
     from aworld_train.inputs.run import NativeInputs, RenderedRun, RunInputs
     from aworld_train.prerun.checks import Check
     from aworld_train.rollout.samples.sft_data import SFTData
@@ -28,7 +29,8 @@ class Capabilities:
     # `rollout.engine: vllm`: vLLM's own server samples its rollouts (local; verl's and AReaL's CPU
     # runs: on a GPU their own config names the inference engine)
     vllm_sampler: bool = False
-    # `policies:`: each agent of a team sampled and trained by a LoRA adapter of its own
+    # a plan of a policy per agent (`policies:`): each agent of a team sampled and trained by a LoRA
+    # adapter (or a model) of its own; an engine without it takes a plan of one policy only
     policy_per_agent: bool = False
     # algorithm.advantage gigpo / discounted: an advantage per turn, on that turn's tokens
     turn_advantages: bool = False
@@ -67,14 +69,15 @@ class Engine(Protocol):
         raise ConfigError(f"sft.backend: {self.name} does not fine-tune; use local or verl")
 
 
-def refuse_what_it_cannot(engine: Engine, config: TrainConfig) -> None:
-    """Settings of the common config an engine has no capability for, refused before anything loads."""
+def refuse_what_it_cannot(engine: Engine, config: TrainConfig, plan: PolicyPlan) -> None:
+    """Settings of the common config an engine has no capability for, refused before anything loads
+    (the one place an engine that trains one policy refuses a plan of a policy per agent)."""
     if config.rollout.engine == "vllm" and not engine.capabilities.vllm_sampler:
         raise ConfigError(
             f"rollout.engine: vllm: backend {engine.name} samples with its own rollout settings: remove "
             "rollout.engine"
         )
-    if config.policies and not engine.capabilities.policy_per_agent:
+    if plan.per_agent and not engine.capabilities.policy_per_agent:
         raise ConfigError(
             f"policies: backend {engine.name} trains one policy (one actor, one optimizer) for every agent "
             "of a team; remove policies to share it (rollout.frozen_agents keeps an agent from training), "

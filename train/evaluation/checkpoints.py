@@ -1,17 +1,29 @@
-"""Which model an evaluation's checkpoint reference loads, and its name in the table."""
+"""Which model an evaluation's checkpoint reference loads (a checkpoint with a policy per agent: its
+run's plan, each agent's calls to its policy), and its name in the table."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from aworld_train.core.errors import ModelError
 from aworld_train.evaluation.areal_checkpoints import areal_checkpoint
 from aworld_train.evaluation.verl_checkpoints import verl_label, verl_model_folder
-from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters, saved_policy_models
+from aworld_train.inputs.policy_plan import PolicyPlan, saved_plan
+from aworld_train.rollout.policies.checkpoint_layout import (
+    holds_policy,
+    load_policy_adapters,
+    policy_folders,
+    saved_policies,
+)
 from aworld_train.rollout.policies.models import EMBEDDED_PREFIX
+from aworld_train.rollout.policies.router import PolicyRouter
+
+if TYPE_CHECKING:
+    from aworld_train.rollout.episodes.runner import EpisodeRunner
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 
@@ -26,7 +38,7 @@ def resolve_checkpoint(ref: str) -> str:
     verl = verl_model_folder(path)  # before config.json: verl's actor/huggingface/ has one without weights
     if verl is not None:
         return str(verl)
-    if _holds_policy(path):
+    if holds_policy(path):
         return str(path)
     saved = areal_checkpoint(path)  # an AReaL run folder's latest saved folder, or one such folder
     if saved is not None:
@@ -35,7 +47,7 @@ def resolve_checkpoint(ref: str) -> str:
     if (path / "checkpoints").is_dir():
         for child in (path / "checkpoints").iterdir():
             match = _STEP_DIR.match(child.name)
-            if match and _holds_policy(child):
+            if match and holds_policy(child):
                 steps.append((int(match.group(1)), child))
     if steps:
         return str(max(steps)[1])
@@ -47,27 +59,40 @@ def resolve_checkpoint(ref: str) -> str:
     )
 
 
-def _holds_policy(path: Path) -> bool:
-    return (path / "config.json").is_file() or bool(saved_policy_adapters(path) or saved_policy_models(path))
-
-
-def team_checkpoint(checkpoint: str) -> tuple[str, dict[str, str], dict[str, Path]] | None:
-    """A checkpoint of a run with a policy per agent: its base model and each agent's policy (from
-    its run folder's config.yaml), and each policy's adapter folder (or model folder, a run with a
-    full model per policy); None for any other."""
-    adapters = saved_policy_adapters(Path(checkpoint)) or saved_policy_models(Path(checkpoint))
+def team_checkpoint(checkpoint: str) -> tuple[str, PolicyPlan] | None:
+    """A checkpoint of a run with a policy per agent: its base model and the run's policy plan
+    (from its run folder's config.yaml); None for any other."""
     config = Path(checkpoint).resolve().parents[1] / "config.yaml"
-    if not adapters:
+    if not saved_policies(Path(checkpoint)):
         return None
     if not config.is_file():
         raise ModelError(
             f"{checkpoint} holds an adapter per policy but no run config.yaml beside it names the base"
         )
     run = yaml.safe_load(config.read_text()) or {}
-    owner = {
-        a: name for name, policy in (run.get("policies") or {}).items() for a in policy.get("agents") or []
-    }
-    return str(run["model"]), owner, adapters
+    return str(run["model"]), saved_plan(run)
+
+
+def team_runner(checkpoint: str, spec, rollout, reward) -> tuple[EpisodeRunner, PolicyRouter] | None:
+    """(runner, router) for a checkpoint of a run with a policy per agent: the base with every
+    policy's adapter, or each policy's own model, each agent's calls to its own; None for any other."""
+    from aworld_train.rollout.episodes.runner import local_runner
+    from aworld_train.rollout.policies.adapter_policy import adapter_policies
+    from aworld_train.rollout.policies.models import load_model
+
+    team = team_checkpoint(checkpoint)
+    if team is None:
+        return None
+    base, plan = team
+    folders = policy_folders(Path(checkpoint), plan.names, plan.kind)
+    if plan.kind == "full":
+        models = {name: load_model(str(folder)) for name, folder in folders.items()}
+        runner, first = local_runner(spec, base, rollout, reward, model=models[plan.first.name])
+        samplers = {name: first if m is first.model else first.sibling(m) for name, m in models.items()}
+        return runner, PolicyRouter.of(samplers, plan.owner)
+    model = load_policy_adapters(load_model(base), folders)
+    runner, policy = local_runner(spec, base, rollout, reward, model=model)
+    return runner, PolicyRouter.of(adapter_policies(policy, plan.names), plan.owner)
 
 
 def checkpoint_label(ref: str, resolved: str) -> str:
@@ -83,7 +108,7 @@ def checkpoint_label(ref: str, resolved: str) -> str:
 
 
 def loadable(ref: str) -> bool:
-    return ref.startswith(EMBEDDED_PREFIX) or _holds_policy(Path(ref).expanduser())
+    return ref.startswith(EMBEDDED_PREFIX) or holds_policy(Path(ref).expanduser())
 
 
 def checkpoint_labels(refs: list[str], resolved: list[str]) -> list[str]:

@@ -13,8 +13,9 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aworld_train.evaluation.held_out import HeldOut
-from aworld_train.rollout.episodes.runner import EpisodeRunner, Served
+from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.agent_stats import agent_metrics
 
 CORRECT = 0.999  # a reward at or above this counts as a correct answer
@@ -152,7 +153,7 @@ class EvalReport:
 
 async def evaluate_held_out(
     runner: EpisodeRunner,
-    policy: Served,
+    router: PolicyRouter,
     tasks: list[Task],
     held: HeldOut,
     show_progress: bool = True,
@@ -167,7 +168,7 @@ async def evaluate_held_out(
         for seed in held.seeds:
             name = description if len(held.seeds) == 1 else f"{description} seed {seed}"
             report = await evaluate(
-                held_runner, policy, tasks, name, show_progress, samples_per_task=held.k, seed=seed
+                held_runner, router, tasks, name, show_progress, samples_per_task=held.k, seed=seed
             )
             trajectories += report.trajectories
             seeds += [seed] * len(report.trajectories)
@@ -179,7 +180,7 @@ async def evaluate_held_out(
 
 async def evaluate(
     runner: EpisodeRunner,
-    policy: Served,
+    router: PolicyRouter,
     tasks: list[Task],
     description: str = "eval",
     show_progress: bool = True,
@@ -206,6 +207,6 @@ async def evaluate(
             progress.update(bar, advance=1, correct=correct)
 
         trajectories = await runner.run_batch(
-            policy, tasks, samples_per_task=samples_per_task, on_done=done, seed=seed
+            router, tasks, samples_per_task=samples_per_task, on_done=done, seed=seed
         )
     return EvalReport.of(trajectories, time.perf_counter() - started, samples_per_task)

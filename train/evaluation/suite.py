@@ -25,7 +25,7 @@ from aworld_train.evaluation.checkpoints import (
     checkpoint_labels,
     loadable,
     resolve_checkpoint,
-    team_checkpoint,
+    team_runner,
 )
 from aworld_train.evaluation.held_out import HeldOut, command_held_out
 from aworld_train.evaluation.report import EvalReport, evaluate
@@ -186,37 +186,27 @@ def _failed(report: EvalReport) -> int:
 
 
 def _runner(config: TrainConfig, model_ref: str, spec, reward):
-    """(runner, policy, closer) for one checkpoint: the local model, or the completions endpoint."""
+    """(runner, router, closer) for one checkpoint: the local model (a checkpoint with a policy per
+    agent: its plan's policies), or the completions endpoint."""
     from aworld_train.core.protocol import resolve_env_refs
     from aworld_train.rollout.episodes.runner import EpisodeRunner, local_runner
     from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
-    from aworld_train.rollout.policies.adapter_policy import adapter_router, load_policy_adapters
     from aworld_train.rollout.policies.completions import CompletionsPolicy
-    from aworld_train.rollout.policies.models import load_model, load_tokenizer
+    from aworld_train.rollout.policies.models import load_tokenizer
     from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
     ev = config.eval
     rollout = command_held_out(config).rollout(config.rollout)
     if ev.policy_url is None:
-        team = team_checkpoint(model_ref)
-        if team is None:
-            model = verl_cpu_model(model_ref)  # float32, as verl's CPU rollout sampled (else None)
-            # an AReaL checkpoint as its run sampled from it: its dtype, a LoRA adapter on its base
-            tokenizer_ref, areal = areal_model(model_ref) or (model_ref, None)
-            runner, policy = local_runner(spec, tokenizer_ref, rollout, reward, model=model or areal)
-            return runner, policy, None
-        # a policy per agent: the base with every policy's adapter (or each policy's own model),
-        # each agent's calls to its own
-        base, owner, folders = team
-        if all((folder / "config.json").is_file() for folder in folders.values()):
-            models = {name: load_model(str(folder)) for name, folder in folders.items()}
-            runner, first = local_runner(spec, base, rollout, reward, model=next(iter(models.values())))
-            samplers = {name: first if m is first.model else first.sibling(m) for name, m in models.items()}
-            return runner, PolicyRouter(first, {agent: samplers[name] for agent, name in owner.items()}), None
-        model = load_policy_adapters(load_model(base), folders)
-        runner, policy = local_runner(spec, base, rollout, reward, model=model)
-        return runner, adapter_router(policy, owner), None
+        team = team_runner(model_ref, spec, rollout, reward)
+        if team is not None:
+            return *team, None
+        model = verl_cpu_model(model_ref)  # float32, as verl's CPU rollout sampled (else None)
+        # an AReaL checkpoint as its run sampled from it: its dtype, a LoRA adapter on its base
+        tokenizer_ref, areal = areal_model(model_ref) or (model_ref, None)
+        runner, policy = local_runner(spec, tokenizer_ref, rollout, reward, model=model or areal)
+        return runner, PolicyRouter(policy), None
     # remote: the prompt is rendered here with the tokenizer of `model` (or the checkpoint, if local)
     tokenizer_ref = model_ref if loadable(model_ref) else config.model
     tokenizer = load_tokenizer(tokenizer_ref)
@@ -229,7 +219,7 @@ def _runner(config: TrainConfig, model_ref: str, spec, reward):
         api_key=resolve_env_refs(ev.api_key) if ev.api_key else None,
         timeout_s=ev.request_timeout_s,
     )
-    return EpisodeRunner(spec, tokenizer, rollout, reward), policy, policy
+    return EpisodeRunner(spec, tokenizer, rollout, reward), PolicyRouter(policy), policy
 
 
 def check_policy_url(config: TrainConfig, models: list[str]) -> None:
@@ -311,9 +301,9 @@ def run_suite(
         Path(trajectories_path).write_text("")
     with running_envs(config.env, out_dir):
         for label, model_ref in zip(labels, resolved, strict=True):
-            runner, policy, closer = _runner(config, model_ref, spec, reward)
+            runner, router, closer = _runner(config, model_ref, spec, reward)
             try:
-                reports = _checkpoint_reports(runner, policy, closer, tasks, label, held, show_progress)
+                reports = _checkpoint_reports(runner, router, closer, tasks, label, held, show_progress)
                 result = CheckpointResult(label, model_ref, held.k)
                 for seed, report in reports:
                     result.reports[seed] = report
@@ -323,7 +313,7 @@ def run_suite(
                         on_report(label, seed, report)
             finally:
                 runner.close()
-                del runner, policy
+                del runner, router
                 gc.collect()  # one checkpoint's weights at a time
             results.append(result)
     suite = SuiteResult(held.k, list(held.seeds), results, out_dir)
@@ -366,7 +356,7 @@ def refuse_failed_evaluations(suite: SuiteResult, written: str | Path) -> None:
     )
 
 
-def _checkpoint_reports(runner, policy, closer, tasks, label: str, held: HeldOut, show_progress: bool):
+def _checkpoint_reports(runner, router, closer, tasks, label: str, held: HeldOut, show_progress: bool):
     """(seed, report) of one checkpoint under each seed, in order, each as soon as it is done."""
     for seed in held.seeds:
         description = f"{label} seed {seed}"
@@ -375,7 +365,7 @@ def _checkpoint_reports(runner, policy, closer, tasks, label: str, held: HeldOut
             asyncio.run(
                 _evaluate(
                     runner,
-                    policy,
+                    router,
                     tasks,
                     description,
                     show_progress=show_progress,
@@ -387,10 +377,10 @@ def _checkpoint_reports(runner, policy, closer, tasks, label: str, held: HeldOut
         )
 
 
-async def _evaluate(runner, policy, tasks, description, *, show_progress, k, seed, closer) -> EvalReport:
+async def _evaluate(runner, router, tasks, description, *, show_progress, k, seed, closer) -> EvalReport:
     try:
         return await evaluate(
-            runner, policy, tasks, description, show_progress, samples_per_task=k, seed=seed
+            runner, router, tasks, description, show_progress, samples_per_task=k, seed=seed
         )
     finally:
         if closer is not None:

@@ -21,7 +21,7 @@ from aworld_train.engines.protocol import refuse_what_it_cannot
 from aworld_train.inputs.config import RolloutSettings, TrainConfig, load_config
 from aworld_train.inputs.dataset import load_tasks
 from aworld_train.inputs.dotenv_files import load_env_files
-from aworld_train.inputs.policy_settings import PolicyConfig, team_problem
+from aworld_train.inputs.policy_plan import PolicyPlan, resolve_plan, team_problem
 from aworld_train.inputs.reward import RewardFunction
 from aworld_train.prerun.checks import run_folder_writable
 from aworld_train.prerun.mcp import check_mcp_servers
@@ -62,11 +62,13 @@ class AgentTrainer:
         cfg = self.config
         self.engine: Engine = get_engine(cfg.backend)
         self.engine.validate(cfg)
-        refuse_what_it_cannot(self.engine, cfg)
+        # which weights answer which agent, resolved once: every later part of the run reads it
+        self.plan: PolicyPlan = resolve_plan(cfg.policies, cfg.algorithm)
+        refuse_what_it_cannot(self.engine, cfg, self.plan)
         native = self.engine.native_inputs(cfg)
         check_server_environments(cfg.env)
         self.spec: Spec = load_agent_spec(agent if agent is not None else cfg.agent)
-        _check_agent_roles(self.spec, cfg.rollout, cfg.policies)
+        _check_agent_roles(self.spec, cfg.rollout, self.plan)
         _check_rebuild(self.spec, [server.name for server in cfg.env])
         self.reward = RewardFunction.load(
             reward_func if reward_func is not None else cfg.reward.fn or native.reward,
@@ -117,6 +119,7 @@ class AgentTrainer:
             train_tasks=tuple(self.train_tasks),
             test_tasks=tuple(self.test_tasks),
             run_dir=self.run_dir,
+            plan=self.plan,
             user_set=frozenset(user_set),
         )
 
@@ -154,12 +157,14 @@ class AgentTrainer:
         from aworld_train.evaluation.report import evaluate_held_out
         from aworld_train.prerun.servers import running_envs
         from aworld_train.rollout.episodes.runner import local_runner
+        from aworld_train.rollout.policies.router import PolicyRouter
 
         runner, policy = local_runner(self.spec, self.config.model, self.config.rollout, self.reward)
+        router = PolicyRouter(policy)  # the configured model serves every agent
         with running_envs(self.config.env, self.run_dir):
             try:
                 held = held_out(self.config)
-                report = asyncio.run(evaluate_held_out(runner, policy, self.test_tasks, held, show_progress))
+                report = asyncio.run(evaluate_held_out(runner, router, self.test_tasks, held, show_progress))
             finally:
                 runner.close()  # the rollout worker processes, if any
         report.write_jsonl(Path(output) if output else self.run_dir / "eval_trajectories.jsonl")
@@ -220,11 +225,11 @@ def _reward_kwargs(common: dict[str, Any], native: dict[str, Any]) -> dict[str, 
     return {**native, **common}
 
 
-def _check_agent_roles(spec: Spec, rollout: RolloutSettings, policies: dict[str, PolicyConfig]) -> None:
-    """`policies`, `rollout.frozen_agents` and `rollout.agent_endpoints` name agents of the spec, and
-    leave one to train."""
+def _check_agent_roles(spec: Spec, rollout: RolloutSettings, plan: PolicyPlan) -> None:
+    """The plan's policies, `rollout.frozen_agents` and `rollout.agent_endpoints` name agents of the
+    spec, and leave one to train."""
     names = [role.name for role in spec.roles()]
-    problem = team_problem(policies, names, list(rollout.agent_endpoints))
+    problem = team_problem(plan, names, list(rollout.agent_endpoints))
     if problem is not None:
         raise ConfigError(problem)
     for field, listed in (

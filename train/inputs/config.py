@@ -27,10 +27,11 @@ from aworld_train.inputs.algorithm_settings import AlgorithmConfig
 from aworld_train.inputs.data_settings import DataConfig, RewardConfig
 from aworld_train.inputs.eval_command import EvalConfig
 from aworld_train.inputs.overrides import apply_overrides
+from aworld_train.inputs.policy_plan import policy_problem, resolve_plan
 from aworld_train.inputs.policy_settings import (
     LoraConfig as LoraConfig,  # re-exported: callers import it from here
 )
-from aworld_train.inputs.policy_settings import PolicyConfig, policy_problem
+from aworld_train.inputs.policy_settings import PolicyConfig
 from aworld_train.inputs.sft_settings import SFTConfig
 from aworld_train.rollout.episodes.settings import RolloutSettings
 
@@ -298,9 +299,8 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _policies_can_run(self) -> TrainConfig:
-        problem = policy_problem(
-            self.policies, self.algorithm.lora, self.algorithm.max_staleness, self.rollout
-        )
+        plan = resolve_plan(self.policies, self.algorithm)
+        problem = policy_problem(plan, self.algorithm.max_staleness, self.rollout)
         if problem is not None:
             raise ValueError(problem)
         return self

@@ -1,7 +1,7 @@
 """What every engine receives (the protocol it implements is engines/protocol.py).
 
 An engine never sees the facade: it gets a frozen `RunInputs` with everything the
-facade checked (config, agent spec, reward, tasks, run folder) and the common
+facade checked (config, its policy plan, agent spec, reward, tasks, run folder) and the common
 fields the user set, which decide whether a native key may differ from them.
 """
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aworld_train.aworld.specs import Spec
     from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.policy_plan import PolicyPlan
     from aworld_train.inputs.reward import RewardFunction
     from aworld_train.rollout.episodes.trajectory import Task
 
@@ -36,6 +37,7 @@ class RunInputs:
     train_tasks: tuple[Task, ...]
     test_tasks: tuple[Task, ...]
     run_dir: Path
+    plan: PolicyPlan  # the config's policies, resolved once (inputs/policy_plan.py)
     # dotted common fields the user set (`algorithm.group_size`, `data.train`, ...)
     user_set: frozenset[str] = field(default_factory=frozenset)
 

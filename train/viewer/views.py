@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from aworld_train.inputs.policy_plan import saved_plan
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.viewer.drift import episode_drift
@@ -266,12 +267,12 @@ def episode_view(run: Run, tokenizer: RunTokenizer, name: str, episode_id: str) 
     segments = episode.get("segments")
     lanes = _lanes(segments, tokenizer) if segments else {}
     calls = traj.get("tool_calls") or []
-    policies = list(run.config().get("policies") or {})  # a policy per agent: the lanes coloured by it
-    owner = {a: n for n, p in (run.config().get("policies") or {}).items() for a in p.get("agents") or []}
+    plan = saved_plan(run.config())  # a policy per agent: the lanes coloured by it
+    owner = plan.owner
     for lane in lanes.values():
         lane["tool_calls"] = [c for c in calls if c.get("agent", "") == lane["agent"]]
         lane["policy"] = owner.get(lane["agent"])
-        lane["policy_index"] = policies.index(lane["policy"]) if lane["policy"] in policies else None
+        lane["policy_index"] = plan.names.index(lane["policy"]) if lane["policy"] in owner.values() else None
     return {
         "set": name,
         "episode_id": episode_id,

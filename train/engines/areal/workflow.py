@@ -51,6 +51,7 @@ from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import STATUSES, Task, Trajectory
 from aworld_train.rollout.policies.client import Generation, SamplingParams, derive_seed
 from aworld_train.rollout.policies.models import load_tokenizer
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.codec import TASK_FIELD, task_from_json
 from aworld_train.rollout.samples.credit import Credit, turn_advantages
 from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set, write_episodes
@@ -178,7 +179,8 @@ class AWorldWorkflow(RolloutWorkflow):
 
     async def _episode(self, engine, task: Task, seed: int | None = None) -> Episode:
         policy = ArealEnginePolicy(engine, self.gconfig, self.tokenizer)
-        traj = await self.runner.run(policy, task, episode_id=policy.rid, seed=seed)
+        # AReaL's actor is the run's one policy: this request's client, a router of one
+        traj = await self.runner.run(PolicyRouter(policy), task, episode_id=policy.rid, seed=seed)
         fallback = self.tokenizer.encode(
             task.user_turns[0] if task.user_turns else "", add_special_tokens=False
         )

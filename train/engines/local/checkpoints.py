@@ -1,6 +1,6 @@
-"""A local run's checkpoints: each written whole or not at all, holding the weights (or a LoRA
-run's adapter, and at the end its merged model too), the tokenizer and the trainer's state; the
-run keeps the last `trainer.save_total_limit` of them and its best."""
+"""A local run's checkpoints: each written whole or not at all, holding its plan's policies (the
+weights, a LoRA run's adapter and at the end its merged model too, or each policy's), the tokenizer
+and the trainer's state; the run keeps the last `trainer.save_total_limit` of them and its best."""
 
 from __future__ import annotations
 
@@ -15,19 +15,21 @@ from aworld_train.core.atomic_files import complete_folder
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.resume import rng_state
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.rollout.policies.checkpoint_layout import save_adapter
 
 if TYPE_CHECKING:
     from aworld_train.engines.local.startup import Parts
-    from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.policy_plan import PolicyPlan
 
 
 def save_checkpoint(
-    cfg: TrainConfig, folder: RunFolder, parts: Parts, step: int, final: bool = False
+    plan: PolicyPlan, model_ref: str, folder: RunFolder, parts: Parts, step: int, final: bool = False
 ) -> Path:
     """The checkpoint of `step`: written as step_N.partial, its completion marker last, then
     renamed (atomic_files.complete_folder); a save cut short is never taken for a checkpoint.
-    A LoRA run saves its adapter (a run with policies, each policy's); its `final` checkpoint also
-    holds the merged model (`aworld-train export` merges a policy's)."""
+    Each policy of the plan where checkpoint_layout.py keeps it: a run of one LoRA policy, its
+    adapter, and in its `final` checkpoint the merged model (`model_ref` the base) too
+    (`aworld-train export` merges a policy's)."""
     path = folder.checkpoint_dir(step)
     state = {
         "step": step,
@@ -39,18 +41,18 @@ def save_checkpoint(
     }
     try:
         with complete_folder(path, step=step) as tmp:
-            if cfg.policies:
-                parts.learner.save(tmp)  # policies/<name>/, each under its sampler's lock
+            if plan.per_agent:
+                parts.learner.save(tmp)  # each policy's, under its sampler's lock
             else:
                 with parts.policy.lock:
-                    if cfg.algorithm.lora is None:
-                        parts.model.save_pretrained(tmp)
+                    if plan.lone_adapter:
+                        save_adapter(parts.model, tmp)
                     else:
-                        lora.save_adapter(parts.model, tmp)
+                        parts.model.save_pretrained(tmp)
             parts.tokenizer.save_pretrained(tmp)
-            if final and cfg.algorithm.lora is not None and not cfg.policies:
+            if final and plan.lone_adapter:
                 dtype = parts.model.get_base_model().dtype  # in the dtype it trained in
-                lora.export_merged(cfg.model, tmp, tmp, parts.tokenizer, dtype)
+                lora.export_merged(model_ref, tmp, tmp, parts.tokenizer, dtype)
             # through a Python file: torch's own writer reports a full disk without its errno
             with (tmp / "trainer_state.pt").open("wb") as f:
                 torch.save(state, f)

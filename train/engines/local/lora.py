@@ -5,10 +5,10 @@ in both: what the learner trains is what the next batch samples from, with no we
 The KL reference is the same model with the adapter switched off (peft's `disable_adapter`), not a
 second copy.
 
-A LoRA checkpoint keeps the adapter in `adapter/` (peft's own folder: adapter_config.json and
-adapter_model.safetensors) beside the tokenizer and the trainer state; the run's last checkpoint
-also holds the merged model (config.json and weights at its top), a `model:` for eval, SFT and GRPO
-on any backend. `aworld-train export` merges any other checkpoint's adapter the same way.
+A LoRA checkpoint keeps the adapter where `rollout/policies/checkpoint_layout.py` says (`adapter/`)
+beside the tokenizer and the trainer state; the run's last checkpoint also holds the merged model
+(config.json and weights at its top), a `model:` for eval, SFT and GRPO on any backend.
+`aworld-train export` merges any other checkpoint's adapter the same way.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from pathlib import Path
 
 from aworld_train.core.errors import ConfigError, ModelError
 from aworld_train.inputs.config import LoraConfig
-from aworld_train.rollout.policies.adapter_policy import saved_policy_adapters
-
-ADAPTER_DIR = "adapter"
+from aworld_train.rollout.policies.checkpoint_layout import adapter_folder, saved_policy_adapters
 
 
 def peft_settings(lora: LoraConfig):
@@ -76,17 +74,6 @@ def load(model, checkpoint: Path, folder: Path | None = None):
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=False)
 
 
-def adapter_folder(checkpoint: Path) -> Path:
-    """The adapter folder of a LoRA checkpoint; a checkpoint without one is an error."""
-    folder = Path(checkpoint) / ADAPTER_DIR
-    if not (folder / "adapter_config.json").is_file():
-        raise ConfigError(
-            f"{checkpoint} holds no LoRA adapter ({ADAPTER_DIR}/adapter_config.json): a full-weight run saved "
-            "it; resume it without algorithm.lora, or start a new run folder"
-        )
-    return folder
-
-
 def require_same_settings(checkpoint: Path, lora: LoraConfig) -> None:
     """A resume continues the adapter a checkpoint saved: settings that differ would be ignored
     (peft reads the saved ones), so they are refused."""
@@ -108,18 +95,6 @@ def require_same_settings(checkpoint: Path, lora: LoraConfig) -> None:
                 f"algorithm.lora.{name}={now!r}, but {checkpoint} saved an adapter with {name} {was!r}: "
                 f"a resume continues that adapter; set algorithm.lora.{name}: {was!r}, or start a new run folder"
             )
-
-
-def has_adapter(checkpoint: Path) -> bool:
-    return (Path(checkpoint) / ADAPTER_DIR / "adapter_config.json").is_file()
-
-
-def adapter_bytes(checkpoint: Path) -> int:
-    return sum(f.stat().st_size for f in (Path(checkpoint) / ADAPTER_DIR).iterdir() if f.is_file())
-
-
-def save_adapter(model, folder: Path) -> None:
-    model.save_pretrained(folder / ADAPTER_DIR)
 
 
 def export_merged(

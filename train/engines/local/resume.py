@@ -11,35 +11,33 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import aworld_train.engines.local.lora as lora
-import aworld_train.engines.local.team as team
 from aworld_train.core.errors import ConfigError, no_checkpoint_to_resume
 from aworld_train.engines.local.display import console
 from aworld_train.engines.local.run_folder import RunFolder
+from aworld_train.rollout.policies.checkpoint_layout import has_adapter, holds_policies, policy_folders
 
 if TYPE_CHECKING:
-    from aworld_train.inputs.config import TrainConfig
+    from aworld_train.inputs.policy_plan import PolicyPlan
 
 
-def checkpoint_to_resume(folder: RunFolder, cfg: TrainConfig) -> Path:
+def checkpoint_to_resume(folder: RunFolder, plan: PolicyPlan) -> Path:
     """The latest whole checkpoint of the run, which a resume continues; ConfigError where there is
-    none or it holds another kind of training (a LoRA adapter, every weight, a policy per agent)."""
+    none or it holds another kind of training than the plan's (a LoRA adapter, every weight, a policy
+    per agent)."""
     latest = folder.latest_checkpoint()
     if latest is None:
         raise ConfigError(no_checkpoint_to_resume(folder.path / "checkpoints") + skipped_note(folder))
-    checkpoint, lora_settings = latest[1], cfg.algorithm.lora
-    if cfg.policies:
-        for name in cfg.policies:
-            if team.full_models(cfg):
-                team.policy_folder(checkpoint, name, team.MODEL)
-            else:
-                team.policy_folder(checkpoint, name)
+    checkpoint = latest[1]
+    if plan.per_agent:
+        policy_folders(checkpoint, plan.names, plan.kind)  # each policy's, of the plan's kind
         return checkpoint
-    if (checkpoint / team.POLICIES_DIR).is_dir():
+    if holds_policies(checkpoint):
         raise ConfigError(
             f"{checkpoint} holds an adapter per policy: the run trained with policies; resume it with the "
             "same policies"
         )
-    if lora_settings is None and lora.has_adapter(checkpoint):
+    lora_settings = plan.first.lora
+    if lora_settings is None and has_adapter(checkpoint):
         raise ConfigError(
             f"{checkpoint} holds a LoRA adapter: the run trained with algorithm.lora; "
             "resume it with the same algorithm.lora settings"

@@ -52,7 +52,7 @@ class StepSampler:
         cfg = self.cfg
         tasks = batch_for_step(self.tasks, step, cfg.data.batch_size, cfg.trainer.seed)
         episodes = self.parts.runner.run_batch(
-            self.parts.serving, tasks, samples_per_task=cfg.algorithm.group_size, seed=self.step_seed(step)
+            self.parts.router, tasks, samples_per_task=cfg.algorithm.group_size, seed=self.step_seed(step)
         )
         return asyncio.run(episodes), None
 
@@ -63,7 +63,7 @@ class StepSampler:
         step, slot = divmod(index, batch)
         task = batch_for_step(self.tasks, step, batch, self.cfg.trainer.seed)[slot]
         return await self.parts.runner.run_batch(
-            self.parts.serving, [task], self.cfg.algorithm.group_size, seed=self.step_seed(step), limit=limit
+            self.parts.router, [task], self.cfg.algorithm.group_size, seed=self.step_seed(step), limit=limit
         )
 
     def start_stream(self, first_step: int) -> None:

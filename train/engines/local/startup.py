@@ -1,7 +1,8 @@
-"""What a local run trains with, built once before its first step: the tokenizer (its chat template
-checked before the model loads), the model (a LoRA adapter on it, or every weight), the KL
-reference, the policy that samples and the runner its episodes go through, the learner, and the
-failure streaks that stop a run."""
+"""What a local run trains with, built once before its first step from its policy plan: the tokenizer
+(its chat template checked before the model loads), the model (a LoRA adapter on it, an adapter per
+policy, or every weight), the KL reference, the policy that samples, the router that serves each
+agent's calls and the runner its episodes go through, the learner, and the failure streaks that stop
+a run."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from aworld_train.engines.local.display import console
 from aworld_train.engines.local.learner import GRPOLearner
 from aworld_train.engines.local.team import TeamLearner
 from aworld_train.rollout.episodes.runner import EpisodeRunner, local_runner
+from aworld_train.rollout.policies.checkpoint_layout import holds_model, policy_folder
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.failure_streak import FailureStreak, TrainedSoFar
 
 if TYPE_CHECKING:
+    from aworld_train.inputs.policy_plan import PolicyPlan
     from aworld_train.inputs.run import RunInputs
     from aworld_train.rollout.policies.local import LocalPolicy
-    from aworld_train.rollout.policies.router import PolicyRouter
     from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
 
@@ -31,16 +34,11 @@ class Parts:
     tokenizer: Any
     model: Any
     runner: EpisodeRunner
-    policy: LocalPolicy | VLLMPolicy
+    policy: LocalPolicy | VLLMPolicy  # the sampler of the run's model: its weights' version and lock
+    router: PolicyRouter  # what samples the run's episodes: each agent's calls to its plan's policy
     learner: GRPOLearner | TeamLearner
     failures: FailureStreak
     trained: TrainedSoFar
-    router: PolicyRouter | None = None  # a policy per agent: each agent's calls to its policy
-
-    @property
-    def serving(self) -> LocalPolicy | VLLMPolicy | PolicyRouter:
-        """What samples the run's episodes: the policy, or the router over the team's policies."""
-        return self.router or self.policy
 
     def close(self) -> None:
         """What the run started to sample with (vLLM's server), stopped."""
@@ -51,16 +49,14 @@ class Parts:
 
 def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any, Any, Any]:
     """The tokenizer, the model that trains (from `checkpoint` where the run resumes) and the KL
-    reference (None: none, or the LoRA base with its adapter switched off)."""
+    reference (None: none, or the LoRA base with its adapters switched off)."""
     from aworld_train.rollout.episodes.template_check import require_usable_template, template_report
     from aworld_train.rollout.policies.models import load_model, load_tokenizer
 
-    cfg = inputs.config
-    lora_settings = cfg.algorithm.lora
+    cfg, plan = inputs.config, inputs.plan
     torch.manual_seed(cfg.trainer.seed)
-    # a checkpoint keeps the tokenizer beside its weights; one of adapters alone (policies/) keeps
-    # the run model's
-    saved_model = checkpoint is not None and (checkpoint / "config.json").is_file()
+    # a checkpoint keeps the tokenizer beside its weights; one of adapters alone keeps the run model's
+    saved_model = checkpoint is not None and holds_model(checkpoint)
     tokenizer = load_tokenizer(str(checkpoint) if saved_model else cfg.model)
     template = template_report(tokenizer, cfg.rollout)
     require_usable_template(template, cfg.model)  # before the model loads
@@ -68,25 +64,31 @@ def load_trained_model(inputs: RunInputs, checkpoint: Path | None) -> tuple[Any,
     # a LoRA run resumes its adapter(s) on the base; a full-weight run resumes the saved weights (a
     # full model per policy: the first policy's here, the others' with their samplers)
     source = cfg.model
-    if checkpoint and team.full_models(cfg):
-        source = str(team.policy_folder(checkpoint, next(iter(cfg.policies)), team.MODEL))
-    elif checkpoint and lora_settings is None and not cfg.policies:
-        source = str(checkpoint)
+    if checkpoint and plan.kind == "full":
+        source = str(policy_folder(checkpoint, plan.first.name, "full") if plan.per_agent else checkpoint)
     model = load_model(source)
     reference = None
-    if cfg.policies and not team.full_models(cfg):
-        # an adapter per policy on the one base, the KL reference that base (adapters switched off)
-        model = team.load_adapters(model, checkpoint, cfg) if checkpoint else team.attach_adapters(model, cfg)
-        console.print(f"policies: {', '.join(cfg.policies)}, an adapter each; {lora.trainable_line(model)}")
-    elif lora_settings is not None:
-        # the adapter trains, the base stays; the KL reference is the base (adapter switched off)
-        model = lora.load(model, checkpoint) if checkpoint else lora.attach(model, lora_settings)
-        console.print(f"LoRA: {lora.trainable_line(model)}")
+    if plan.kind == "adapter":
+        # the adapters train, the base stays; the KL reference is the base (adapters switched off)
+        model = _with_adapters(model, plan, checkpoint)
     elif cfg.algorithm.kl_coef > 0:
         reference = load_model(cfg.model)
         reference.eval().requires_grad_(False)
     model.eval()
     return tokenizer, model, reference
+
+
+def _with_adapters(model, plan: PolicyPlan, checkpoint: Path | None):
+    """`model` (the base) holding the plan's adapter(s): fresh, or as `checkpoint` saved them."""
+    if plan.per_agent:
+        model = (
+            team.load_adapters(model, checkpoint, plan) if checkpoint else team.attach_adapters(model, plan)
+        )
+        console.print(f"policies: {', '.join(plan.names)}, an adapter each; {lora.trainable_line(model)}")
+        return model
+    model = lora.load(model, checkpoint) if checkpoint else lora.attach(model, plan.first.lora)
+    console.print(f"LoRA: {lora.trainable_line(model)}")
+    return model
 
 
 def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
@@ -96,11 +98,7 @@ def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
     from aworld_train.rollout.policies.models import resolve_model_path
     from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
-    cfg = inputs.config
-    # a LoRA run's adapter rank (a run with a policy per agent: the largest of its adapters')
-    ranks = [settings.rank for settings in team.adapter_settings(cfg).values()]
-    if cfg.algorithm.lora is not None and not cfg.policies:
-        ranks = [cfg.algorithm.lora.rank]
+    cfg, plan = inputs.config, inputs.plan
     policy = VLLMPolicy.start(
         model,
         tokenizer,
@@ -110,8 +108,8 @@ def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
         max_model_len=cfg.rollout.max_total_tokens,
         seed=cfg.trainer.seed,
         kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
-        lora_rank=max(ranks) if ranks else None,
-        adapters=max(len(cfg.policies), 1),
+        lora_rank=plan.lora_rank,  # the largest of the plan's adapters'
+        adapters=len(plan.policies),
     )
     server = policy.server
     console.print(
@@ -121,7 +119,7 @@ def vllm_sampler(inputs: RunInputs, runner: EpisodeRunner, model, tokenizer):
 
 
 def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
-    cfg = inputs.config
+    cfg, plan = inputs.config, inputs.plan
     tokenizer, model, reference = load_trained_model(inputs, checkpoint)
     if cfg.rollout.engine == "vllm":
         runner = EpisodeRunner(inputs.spec, tokenizer, cfg.rollout, inputs.reward)
@@ -130,22 +128,17 @@ def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
         runner, policy = local_runner(
             inputs.spec, cfg.model, cfg.rollout, inputs.reward, model=model, tokenizer=tokenizer
         )
+    samplers = team.policy_samplers(plan, policy, checkpoint, cfg.model)
+    router = PolicyRouter.of(samplers, plan.owner)  # once: every batch of the run goes through it
+    temperature = cfg.rollout.temperature
+    if not plan.per_agent:
+        # each update is a new weight version
+        learner = GRPOLearner(
+            model, cfg.algorithm, temperature, policy.pad_id, reference, lock=policy.weights_update
+        )
+    elif plan.kind == "full":
+        learner = TeamLearner.of_models(samplers, plan, cfg.algorithm, temperature, reference)
+    else:
+        learner = TeamLearner.of_adapters(model, plan, cfg.algorithm, temperature, policy.pad_id, policy)
     failures = FailureStreak(cfg.trainer.stop_after_failed_steps)
-    if team.full_models(cfg):
-        samplers = team.policy_samplers(cfg, policy, checkpoint)
-        learner = TeamLearner.of_models(samplers, cfg, cfg.rollout.temperature, reference)
-        router = team.model_router(samplers, cfg)
-        return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar(), router)
-    if cfg.policies:
-        learner = TeamLearner.of_adapters(model, cfg, cfg.rollout.temperature, policy.pad_id, policy)
-        router = team.router(policy, cfg)
-        return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar(), router)
-    learner = GRPOLearner(
-        model,
-        cfg.algorithm,
-        cfg.rollout.temperature,
-        policy.pad_id,
-        reference,
-        lock=policy.weights_update,  # each update is a new weight version
-    )
-    return Parts(tokenizer, model, runner, policy, learner, failures, TrainedSoFar())
+    return Parts(tokenizer, model, runner, policy, router, learner, failures, TrainedSoFar())

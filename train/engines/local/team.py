@@ -9,7 +9,8 @@ steps, and peft's `set_adapter` makes them the only ones a forward uses, so a st
 leaves every other agent's logprobs exactly as they were. A full model per policy costs a model,
 its optimizer state and a sampler each.
 
-A checkpoint keeps each adapter (or model) in `policies/<name>/` and each learner's state.
+What the plan (`inputs/policy_plan.py`) names is built here; a checkpoint keeps each adapter (or model)
+where `rollout/policies/checkpoint_layout.py` says, and each learner's state.
 """
 
 from __future__ import annotations
@@ -23,90 +24,71 @@ import aworld_train.engines.local.lora as lora
 from aworld_train.core.errors import ConfigError
 from aworld_train.engines.local.learner import GRPOLearner
 from aworld_train.engines.logprob_mismatch import MAX, MEAN, TOKENS, mismatch_metrics
-from aworld_train.inputs.policy_settings import policy_of_agents
-from aworld_train.rollout.policies.adapter_policy import POLICIES_DIR, adapter_router, load_policy_adapters
-from aworld_train.rollout.policies.router import PolicyRouter
+from aworld_train.rollout.policies.adapter_policy import adapter_policies
+from aworld_train.rollout.policies.checkpoint_layout import (
+    load_policy_adapters,
+    policy_folder,
+    policy_folders,
+    save_policy_adapters,
+    save_policy_model,
+)
 
 if TYPE_CHECKING:
     from aworld_train.engines.local.samples import Sample
-    from aworld_train.inputs.config import LoraConfig, TrainConfig
+    from aworld_train.inputs.algorithm_settings import AlgorithmConfig
+    from aworld_train.inputs.policy_plan import PlannedPolicy, PolicyPlan
+    from aworld_train.rollout.policies.client import PolicyClient
     from aworld_train.rollout.policies.local import LocalPolicy
+    from aworld_train.rollout.policies.vllm_policy import VLLMPolicy
 
-MODEL = "config.json"  # what a full model's policy folder holds
 # summed over the policies in the step's metrics; the others are per policy only, or merged below
 _COUNTS = ("train_tokens", "samples", "samples_with_signal", "micro_batches")
 
 
-def adapter_settings(cfg: TrainConfig) -> dict[str, LoraConfig]:
-    """Each policy's adapter: its own `lora`, or algorithm.lora."""
-    settings = {name: policy.lora or cfg.algorithm.lora for name, policy in cfg.policies.items()}
-    return {name: value for name, value in settings.items() if value is not None}
-
-
-def attach_adapters(model, cfg: TrainConfig):
-    """`model` holding a fresh adapter per policy (the first one active)."""
-    settings = adapter_settings(cfg)
-    names = list(settings)
-    model = lora.attach(model, settings[names[0]], names[0], f"policies.{names[0]}.lora")
-    for name in names[1:]:
+def attach_adapters(model, plan: PolicyPlan):
+    """`model` holding a fresh adapter per policy of the plan (the first one active)."""
+    first, *rest = plan.policies
+    model = lora.attach(model, first.lora, first.name, f"policies.{first.name}.lora")
+    for policy in rest:
         try:
-            model.add_adapter(name, lora.peft_settings(settings[name]), autocast_adapter_dtype=False)
+            model.add_adapter(policy.name, lora.peft_settings(policy.lora), autocast_adapter_dtype=False)
         except ValueError as exc:
             raise ConfigError(
-                f"policies.{name}.lora: {exc}; name modules the model has, or write all-linear"
+                f"policies.{policy.name}.lora: {exc}; name modules the model has, or write all-linear"
             ) from exc
     return model
 
 
-def load_adapters(model, checkpoint: Path, cfg: TrainConfig):
+def load_adapters(model, checkpoint: Path, plan: PolicyPlan):
     """`model` (the base) holding every policy's adapter as `checkpoint` saved it, trainable."""
-    folders = {name: policy_folder(checkpoint, name) for name in adapter_settings(cfg)}
-    return load_policy_adapters(model, folders, trainable=True)
+    return load_policy_adapters(model, policy_folders(checkpoint, plan.names, "adapter"), trainable=True)
 
 
-def policy_folder(checkpoint: Path, name: str, marker: str = "adapter_config.json") -> Path:
-    """Policy `name`'s folder in `checkpoint` holding `marker` (its adapter's adapter_config.json,
-    or a full model's config.json); ConfigError where it holds none."""
-    folder = Path(checkpoint) / POLICIES_DIR / name
-    if not (folder / marker).is_file():
-        raise ConfigError(
-            f"{checkpoint} holds no {'adapter' if marker == 'adapter_config.json' else 'model'} of policy "
-            f"{name!r} ({POLICIES_DIR}/{name}/{marker}): the run trained other policies, or the other kind; "
-            "resume it with the policies it saved, or start a new run folder"
-        )
-    return folder
+def policy_samplers(
+    plan: PolicyPlan, policy: LocalPolicy | VLLMPolicy, checkpoint: Path | None, model_ref: str
+) -> dict[str, PolicyClient]:
+    """Each policy's sampler: `policy` for a run of one; an adapter of `policy`'s model each; or a
+    full model each (`policy` the first's)."""
+    if not plan.per_agent:
+        return {plan.first.name: policy}
+    if plan.kind == "adapter":
+        return adapter_policies(policy, plan.names)
+    return model_samplers(plan, policy, checkpoint, model_ref)
 
 
-def router(policy: LocalPolicy, cfg: TrainConfig) -> PolicyRouter:
-    """Each agent's calls to its policy's adapter of `policy`'s model."""
-    return adapter_router(policy, policy_of_agents(cfg.policies))
-
-
-def full_models(cfg: TrainConfig) -> bool:
-    """A full model per policy (no policy names an adapter, nor does algorithm.lora)."""
-    return bool(cfg.policies) and not adapter_settings(cfg)
-
-
-def policy_samplers(cfg: TrainConfig, first: LocalPolicy, checkpoint: Path | None) -> dict[str, LocalPolicy]:
+def model_samplers(
+    plan: PolicyPlan, first: LocalPolicy, checkpoint: Path | None, model_ref: str
+) -> dict[str, LocalPolicy]:
     """A full model per policy, each with a transformers sampler of its own: `first` (its model
-    already loaded) for the first policy; each other's model from the run's `model`, or from
-    `checkpoint`'s policies/<name>/ where the run resumes."""
+    already loaded) for the first policy; each other's model from `model_ref` (the run's `model`),
+    or from `checkpoint`'s folder of it where the run resumes."""
     from aworld_train.rollout.policies.models import load_model
 
-    names = list(cfg.policies)
-    samplers = {names[0]: first}
-    for name in names[1:]:
-        model = load_model(str(policy_folder(checkpoint, name, MODEL)) if checkpoint else cfg.model).eval()
-        samplers[name] = first.sibling(model)
-    return samplers
-
-
-def model_router(samplers: dict[str, LocalPolicy], cfg: TrainConfig) -> PolicyRouter:
-    """Each agent's calls to its policy's own sampler."""
-    owner = policy_of_agents(cfg.policies)
-    return PolicyRouter(
-        next(iter(samplers.values())), {agent: samplers[name] for agent, name in owner.items()}
-    )
+    found = {plan.first.name: first}
+    for name in plan.names[1:]:
+        model = load_model(str(policy_folder(checkpoint, name, "full")) if checkpoint else model_ref).eval()
+        found[name] = first.sibling(model)
+    return found
 
 
 class TeamLearner:
@@ -118,46 +100,50 @@ class TeamLearner:
         self,
         learners: dict[str, GRPOLearner],
         samplers: dict[str, Any],
-        cfg: TrainConfig,
+        plan: PolicyPlan,
         lock=None,
         adapters_model=None,
     ) -> None:
         self.learners = learners
         self.samplers = samplers  # each policy's sampler (all policies'): its version, its lock
-        self.policy_of = policy_of_agents(cfg.policies)
+        self.policy_of = plan.owner
         self.adapters_model = adapters_model  # the one model holding every adapter (None: full models)
         self.lock = lock or contextlib.nullcontext()
 
     @classmethod
-    def of_adapters(cls, model, cfg: TrainConfig, temperature: float, pad_id: int, policy) -> TeamLearner:
+    def of_adapters(
+        cls, model, plan: PolicyPlan, algorithm: AlgorithmConfig, temperature: float, pad_id: int, policy
+    ) -> TeamLearner:
         """A learner per trained policy's adapter on `model`, which `policy` samples."""
         learners = {}
-        for name, settings in cfg.policies.items():
-            if settings.frozen:
-                continue
-            model.set_adapter(name)  # its weights alone require grad: the ones its optimizer holds
-            learners[name] = GRPOLearner(model, _algorithm(cfg, name), temperature, pad_id)
+        for planned in plan.trained:
+            model.set_adapter(planned.name)  # its weights alone require grad: the ones its optimizer holds
+            learners[planned.name] = GRPOLearner(model, _algorithm(algorithm, planned), temperature, pad_id)
         # one weights update (one new version) for every policy's step
-        return cls(learners, dict.fromkeys(cfg.policies, policy), cfg, policy.weights_update, model)
+        return cls(learners, dict.fromkeys(plan.names, policy), plan, policy.weights_update, model)
 
     @classmethod
     def of_models(
-        cls, samplers: dict[str, Any], cfg: TrainConfig, temperature: float, reference
+        cls,
+        samplers: dict[str, Any],
+        plan: PolicyPlan,
+        algorithm: AlgorithmConfig,
+        temperature: float,
+        reference,
     ) -> TeamLearner:
         """A learner per trained policy's own model (`samplers[name].model`)."""
         learners = {
-            name: GRPOLearner(
-                sampler.model,
-                _algorithm(cfg, name),
+            planned.name: GRPOLearner(
+                samplers[planned.name].model,
+                _algorithm(algorithm, planned),
                 temperature,
-                sampler.pad_id,
+                samplers[planned.name].pad_id,
                 reference,
-                lock=sampler.weights_update,
+                lock=samplers[planned.name].weights_update,
             )
-            for name, sampler in samplers.items()
-            if not cfg.policies[name].frozen
+            for planned in plan.trained
         }
-        return cls(learners, samplers, cfg)
+        return cls(learners, samplers, plan)
 
     def step(self, samples: list[Sample], version: int | None = None) -> dict[str, float]:
         """Each trained policy's GRPO update over its own agents' samples; the step's metrics, per
@@ -174,16 +160,14 @@ class TeamLearner:
         return merged_metrics(per_policy)
 
     def save(self, folder: Path) -> None:
-        """Every policy's adapter (or model) into `folder/policies/<name>/`."""
+        """Every policy's adapter (or model) into the checkpoint `folder` (checkpoint_layout.py)."""
         if self.adapters_model is not None:
             with next(iter(self.samplers.values())).lock:
-                self.adapters_model.save_pretrained(
-                    folder / POLICIES_DIR, selected_adapters=list(self.samplers)
-                )
+                save_policy_adapters(self.adapters_model, folder, list(self.samplers))
             return
         for name, sampler in self.samplers.items():
             with sampler.lock:
-                sampler.model.save_pretrained(folder / POLICIES_DIR / name)
+                save_policy_model(sampler.model, folder, name)
 
     def drop_optimizer_state(self) -> None:
         for learner in self.learners.values():
@@ -209,9 +193,9 @@ class TeamLearner:
                 self.samplers[name].version = version
 
 
-def _algorithm(cfg: TrainConfig, name: str):
-    """algorithm: with policy `name`'s learning rate."""
-    return cfg.algorithm.model_copy(update={"lr": cfg.policies[name].lr or cfg.algorithm.lr})
+def _algorithm(algorithm: AlgorithmConfig, policy: PlannedPolicy) -> AlgorithmConfig:
+    """algorithm: with `policy`'s learning rate."""
+    return algorithm.model_copy(update={"lr": policy.lr})
 
 
 def merged_metrics(per_policy: dict[str, dict[str, float]]) -> dict[str, float]:

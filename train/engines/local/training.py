@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import aworld_train.engines.local.lora as lora
 from aworld_train.core.atomic_files import write_text
 from aworld_train.core.errors import RunCannotLearn, RunStoppedByDisk
 from aworld_train.engines.local.checkpoints import prune_checkpoints, save_checkpoint
@@ -37,8 +36,9 @@ from aworld_train.engines.local.step_metrics import (
 )
 from aworld_train.evaluation.held_out import held_out
 from aworld_train.evaluation.report import EvalReport, evaluate_held_out
-from aworld_train.inputs.policy_settings import frozen_agents
 from aworld_train.prerun.servers import running_envs
+from aworld_train.rollout.policies.checkpoint_layout import adapter_bytes
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.credit import credit_of
 from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set
 
@@ -64,7 +64,7 @@ class LocalTraining:
         self.folder = RunFolder(inputs.run_dir)
         self.envs = None  # the env: servers' supervisor while the run runs
         # refused before any model loads where there is nothing to resume
-        checkpoint = checkpoint_to_resume(self.folder, self.cfg) if resume else None
+        checkpoint = checkpoint_to_resume(self.folder, inputs.plan) if resume else None
         self.parts = build_parts(inputs, checkpoint)
         self.start_step = restore(checkpoint, self.folder, self.parts) if checkpoint else 0
         self.done = self.start_step  # the steps trained so far
@@ -72,14 +72,20 @@ class LocalTraining:
         write_text(self.folder.path / "config.yaml", self.cfg.render())
         inputs.spec.write(self.folder.path / "agent_spec.yaml")
 
-    # the parts a step works with (tests and benches replace the policy with a scripted one)
+    # the parts a step works with
     tokenizer = property(lambda self: self.parts.tokenizer)
     model = property(lambda self: self.parts.model)
     runner = property(lambda self: self.parts.runner)
     learner = property(lambda self: self.parts.learner)
-    policy = property(
-        lambda self: self.parts.policy, lambda self, value: setattr(self.parts, "policy", value)
-    )
+
+    @property
+    def policy(self):
+        return self.parts.policy
+
+    @policy.setter
+    def policy(self, value) -> None:
+        """A run of one policy sampled by `value` instead (benches script it): its router, of one."""
+        self.parts.policy, self.parts.router = value, PolicyRouter(value)
 
     @property
     def asynchronous(self) -> bool:
@@ -90,7 +96,7 @@ class LocalTraining:
     def evaluate(self, name: str, step: int) -> EvalReport:
         episodes = evaluate_held_out(
             self.runner,
-            self.parts.serving,
+            self.parts.router,
             self.inputs.test_tasks,
             held_out(self.cfg),
             description=f"eval ({name})",
@@ -105,7 +111,7 @@ class LocalTraining:
 
     def save(self, step: int, final: bool = False) -> Path:
         """The checkpoint of `step`; then only the last `trainer.save_total_limit` and the best stay."""
-        path = save_checkpoint(self.cfg, self.folder, self.parts, step, final)
+        path = save_checkpoint(self.inputs.plan, self.cfg.model, self.folder, self.parts, step, final)
         prune_checkpoints(self.folder, self.cfg.trainer.save_total_limit)
         return path
 
@@ -121,7 +127,7 @@ class LocalTraining:
             groups,
             credit_of(cfg.algorithm),
             cfg.rollout.train_on_malformed,
-            frozen_agents(cfg.policies, cfg.rollout),
+            self.inputs.plan.frozen_agents(cfg.rollout.frozen_agents),
         )
         learn_started = time.perf_counter()
         metrics = {
@@ -239,8 +245,8 @@ class LocalTraining:
             "step_s_mean": statistics.fmean(record.step_times) if record.step_times else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
-        if final is not None and self.cfg.algorithm.lora is not None and not self.cfg.policies:
-            summary["adapter_mb"] = round(lora.adapter_bytes(final) / 2**20, 2)
+        if final is not None and self.inputs.plan.lone_adapter:
+            summary["adapter_mb"] = round(adapter_bytes(final) / 2**20, 2)
         show_done(summary, self.folder.path)
         return summary
 

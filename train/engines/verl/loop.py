@@ -28,6 +28,7 @@ from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
 from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.codec import (
     TASK_FIELD,
     SegmentSample,
@@ -261,7 +262,8 @@ class AWorldAgentLoop(AgentLoopBase):
         policy = VerlServerPolicy(self.server_manager, sampling_params, self.runner.stop_token_ids)
         runner = self.held_runner if is_validation(kwargs) else self.runner
         seed = episode_seed(kwargs, task.id, self.held_out)
-        traj = await runner.run(policy, task, episode_id=policy.request_id, seed=seed)
+        # verl's actor is the run's one policy: this request's client, a router of one
+        traj = await runner.run(PolicyRouter(policy), task, episode_id=policy.request_id, seed=seed)
         # verl's V1 trainer takes every segment and leaves a failed episode out of its group
         # (ARCHITECTURE.md, the sample codec); the legacy trainer is refused at render
         outputs = to_agent_loop_outputs(

@@ -1,7 +1,7 @@
 """One agent's episodes, however they are driven: every engine, `eval` and the rollout workers run
 them through an `EpisodeRunner`, built once per process from the agent, the tokenizer, the rollout
-settings and the reward; the policy comes with each call (a verl or AReaL request, the local model,
-a completions endpoint)."""
+settings and the reward; the policies' router comes with each call (a router of one: a verl or AReaL
+request, a completions endpoint; the local run's, built once at its start)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.episodes.settings import RolloutSettings
 from aworld_train.rollout.episodes.trajectory import Task, Trajectory
-from aworld_train.rollout.policies.client import PolicyClient
 from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.tokens.templates.renderer import renderer_for
 from aworld_train.rollout.tokens.turns.stops import stop_token_ids
@@ -25,9 +24,6 @@ if TYPE_CHECKING:
     from aworld_train.rollout.policies.local import LocalPolicy
 
 logger = logging.getLogger(__name__)
-
-# what samples a run's episodes: one policy for every agent, or a router with a policy per agent
-Served = PolicyClient | PolicyRouter
 
 
 class EpisodeRunner:
@@ -41,7 +37,7 @@ class EpisodeRunner:
         self.renderer = renderer_for(tokenizer, settings)
         self.stop_token_ids = stop_token_ids(tokenizer)
         self._batches: RolloutRuntime | None = None  # holds the worker processes of rollout.workers > 1
-        self._served: Served | None = None  # what `_batches` serves
+        self._served: PolicyRouter | None = None  # what `_batches` serves
 
     def with_settings(self, settings: RolloutSettings) -> EpisodeRunner:
         """This runner where `settings` are its own, else a runner of the same agent, tokenizer and
@@ -50,27 +46,19 @@ class EpisodeRunner:
             return self
         return EpisodeRunner(self.agent, self.tokenizer, settings, self.reward)
 
-    def runtime(self, policy: Served) -> RolloutRuntime:
-        """What the episodes share; a router's policies serve its agents' calls (a policy per agent)."""
-        if isinstance(policy, PolicyRouter):
-            return RolloutRuntime(
-                policy.default,
-                self.renderer,
-                self.stop_token_ids,
-                self.settings,
-                agent_policies=dict(policy.by_agent),
-            )
-        return RolloutRuntime(policy, self.renderer, self.stop_token_ids, self.settings)
+    def runtime(self, router: PolicyRouter) -> RolloutRuntime:
+        """What the episodes share; the router's policies serve its agents' calls."""
+        return RolloutRuntime(router, self.renderer, self.stop_token_ids, self.settings)
 
     async def run(
-        self, policy: Served, task: Task, episode_id: str | None = None, seed: int | None = None
+        self, router: PolicyRouter, task: Task, episode_id: str | None = None, seed: int | None = None
     ) -> Trajectory:
         """One episode of `task`, scored."""
-        return await Episode(self.agent, task, self.runtime(policy), self.reward, episode_id, seed).run()
+        return await Episode(self.agent, task, self.runtime(router), self.reward, episode_id, seed).run()
 
     async def run_batch(
         self,
-        policy: Served,
+        router: PolicyRouter,
         tasks: list[Task],
         samples_per_task: int = 1,
         on_done: Callable[[Trajectory], None] | None = None,
@@ -79,9 +67,9 @@ class EpisodeRunner:
         limit: asyncio.Semaphore | None = None,
     ) -> list[Trajectory]:
         """Every task `samples_per_task` times, scored, in task order (`batch.run_episodes`)."""
-        if self._batches is None or self._served is not policy:
+        if self._batches is None or self._served is not router:
             self._close_batches()
-            self._batches, self._served = self.runtime(policy), policy
+            self._batches, self._served = self.runtime(router), router
         return await run_episodes(
             self.agent,
             tasks,

@@ -1,4 +1,4 @@
-"""What every episode of a run shares: the policy, the chat template and the rollout settings."""
+"""What every episode of a run shares: its policies' router, the chat template and the rollout settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from functools import cached_property
 from typing import Any
 
 from aworld_train.rollout.episodes.settings import RolloutSettings
-from aworld_train.rollout.policies.client import PolicyClient
 from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.tokens.calls.forcing import CallControl, read_control
 from aworld_train.rollout.tokens.calls.probes import probe_tools
@@ -17,18 +16,12 @@ from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
 
 @dataclass
 class RolloutRuntime:
-    policy: PolicyClient  # the run's policy: it serves every agent the router names no other for
+    router: PolicyRouter  # which policy samples each agent's calls (a run of one policy: a router of one)
     renderer: ChatRenderer
     stop_token_ids: list[int]
     settings: RolloutSettings
     # the worker processes of `rollout.workers` > 1, started by the first batch (workers.py)
     pool: Any = field(default=None, repr=False, compare=False)
-    agent_policies: dict[str, PolicyClient] = field(default_factory=dict)  # agents served by another
-
-    @property
-    def router(self) -> PolicyRouter:
-        """Which policy serves each agent's calls."""
-        return PolicyRouter(self.policy, self.agent_policies)
 
     @property
     def calls(self) -> CallFormat:

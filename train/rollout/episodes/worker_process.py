@@ -15,6 +15,7 @@ from typing import Any
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.runtime import RolloutRuntime
 from aworld_train.rollout.policies.client import Generation, SamplingParams
+from aworld_train.rollout.policies.router import PolicyRouter
 
 
 class WorkerError(RuntimeError):
@@ -72,7 +73,7 @@ def worker_main(wid: int, renderer, stop_token_ids, rollout, inbox, outbox) -> N
 
     policy = RemotePolicy(wid, send)
     runtime = RolloutRuntime(
-        policy, renderer, list(stop_token_ids), rollout.model_copy(update={"workers": 1})
+        PolicyRouter(policy), renderer, list(stop_token_ids), rollout.model_copy(update={"workers": 1})
     )
     batches: queue.Queue = queue.Queue()
 

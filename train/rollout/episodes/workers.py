@@ -328,7 +328,8 @@ def _discard(runtime: RolloutRuntime) -> None:
 
 async def _serve(runtime: RolloutRuntime, worker: _Worker, rid: int, prompt_ids: list[int], sampling) -> None:
     try:
-        gen = await runtime.policy.generate(prompt_ids, sampling)
+        # worker processes serve a run of one policy (a policy per agent samples in this process)
+        gen = await runtime.router.default.generate(prompt_ids, sampling)
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -1,8 +1,9 @@
 """Which policy serves an agent's LLM call: the seam between a run's agents and its policies.
 
 Every call an episode serves names its agent (a team's role, or "" for a lone agent's); the
-runtime asks the router for the policy that samples it. A run with one policy is the one-entry
-case: every agent is served by the default.
+runtime asks the router for the policy that samples it. The router is the only thing an episode is
+served by: a run with one policy is a router of one (`PolicyRouter(policy)`), every agent served
+by the default. A run builds its router once, before its first episode.
 """
 
 from __future__ import annotations
@@ -21,3 +22,9 @@ class PolicyRouter:
     def route(self, agent: str) -> PolicyClient:
         """The policy that samples `agent`'s calls."""
         return self.by_agent.get(agent, self.default)
+
+    @classmethod
+    def of(cls, policies: Mapping[str, PolicyClient], owner: Mapping[str, str]) -> PolicyRouter:
+        """Each agent's calls (`owner`: agent -> policy name) to its policy of `policies` (by name);
+        any other agent's to the first."""
+        return cls(next(iter(policies.values())), {agent: policies[name] for agent, name in owner.items()})
