@@ -105,8 +105,9 @@ def float32(monkeypatch):
     monkeypatch.setenv("AWORLD_TRAIN_DTYPE", "float32")
 
 
-# Two runs cover the four paths: full weights for an agent in process, and a LoRA adapter for an
-# agent in a process of its own (the team test below pushes adapters for agents in process).
+# Full weights for an agent in process, and a LoRA adapter for an agent in a process of its own (the
+# gateway reaches the sampler one way whatever weights it holds; the team test below pushes adapters
+# for agents in process).
 @pytest.mark.parametrize(
     "kind",
     [
