@@ -19,6 +19,11 @@ def last_number(text: str) -> float | None:
         return None
 
 
+def same_number(a: float, b: float) -> bool:
+    """Equal as answers: within a millionth of each other (printed results round), or both near 0."""
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
 def exact_answer(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None
 ) -> dict:
@@ -28,7 +33,7 @@ def exact_answer(
         expected = float(ground_truth)
     except (TypeError, ValueError):
         return {"score": 0.0, "parsed": predicted is not None}
-    correct = predicted is not None and math.isclose(predicted, expected, rel_tol=1e-6, abs_tol=1e-9)
+    correct = predicted is not None and same_number(predicted, expected)
     return {"score": 1.0 if correct else 0.0, "parsed": predicted is not None}
 
 

@@ -27,11 +27,11 @@ turn when no tool call or tool result follows it. Each part lies in [0, 1]:
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
 from aworld_train.env.calculator import CalculatorError, evaluate
+from aworld_train.rewards.calculator import same_number
 
 DEFAULT_WEIGHTS = {
     "tool_call_weight": 0.3,
@@ -47,10 +47,6 @@ _MARKUP = ("<tool_call>", "</tool_call>", '{"name"')
 
 def numbers(text: str) -> list[float]:
     return [float(n) for n in _NUMBER.findall((text or "").replace(",", ""))]
-
-
-def _same_number(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 
 
 def truth_turns(ground_truth: Any) -> list[dict[str, Any]]:
@@ -145,7 +141,7 @@ def _result_use(ok_calls: list, answers: list[str | None], expected_any: bool) -
     for c in with_numbers:
         answer = answers[c.user_turn] if c.user_turn < len(answers) else None
         said = numbers(answer or "")
-        used_results += any(_same_number(a, b) for a in numbers(c.result) for b in said)
+        used_results += any(same_number(a, b) for a in numbers(c.result) for b in said)
     return used_results / len(with_numbers)
 
 
@@ -158,7 +154,7 @@ def _answer(turns: list[dict[str, Any]], answers: list[str | None]) -> float:
             continue
         wanted_numbers = numbers(str(wanted)) if _NUMBER.fullmatch(str(wanted).strip()) else []
         if wanted_numbers:
-            right += any(_same_number(wanted_numbers[0], n) for n in numbers(said))
+            right += any(same_number(wanted_numbers[0], n) for n in numbers(said))
         else:
             right += str(wanted).strip().lower() in said.lower()
     return right / len(graded) if graded else 1.0

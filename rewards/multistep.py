@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aworld_train.rewards.calculator import exact_answer, last_number
+from aworld_train.rewards.calculator import exact_answer, last_number, same_number
 
 STEP_BONUS = 0.1
 # 0 by default: a penalty on refused calls taught the starting model to stop calling the tool at all
@@ -19,8 +19,10 @@ ERROR_PENALTY = 0.0
 PARTIAL_CREDIT = 0.5
 
 
-def _value(text: str | None) -> float | None:
-    return last_number(text) if text else None
+def _reaches(result: str | None, value: float) -> bool:
+    """Whether a tool result is the chain's value (as the final answer is compared)."""
+    got = last_number(result) if result else None
+    return got is not None and same_number(got, value)
 
 
 def exact_answer_and_steps(
@@ -49,7 +51,7 @@ def exact_answer_and_steps(
             continue
         if call.error:
             turns[call.turn] -= error_penalty
-        elif reached < len(steps) and _value(call.result) == steps[reached]:
+        elif reached < len(steps) and _reaches(call.result, steps[reached]):
             turns[call.turn] += step_bonus
             reached += 1
     if result["score"] < 1.0 and steps:

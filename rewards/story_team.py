@@ -4,11 +4,10 @@ score before the team's first exact answers (the calculator agent's share is the
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from aworld_train.env.calculator import CalculatorError, evaluate
-from aworld_train.rewards.calculator import exact_answer
+from aworld_train.rewards.calculator import exact_answer, same_number
 
 # Below 1 (held-out accuracy counts a score of 1 only): the starting team answers 2 tasks in 100
 # exactly, so on the exact answer alone 92% of groups of 4 score 0 and teach nothing; its reader
@@ -53,7 +52,7 @@ def answer_or_expression(trajectory: Any, sample: dict, reader_credit: float = R
     except (TypeError, ValueError):
         expected = None
     values = expression_values(handed_text(trajectory))
-    right = expected is not None and any(math.isclose(v, expected, abs_tol=1e-9) for v in values)
+    right = expected is not None and any(same_number(v, expected) for v in values)
     if result["score"] < 1.0 and right:
         result["score"] = reader_credit
     return {**result, "reader_right": right}

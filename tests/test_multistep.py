@@ -107,6 +107,10 @@ def test_the_reward_pays_each_intermediate_value_in_order_and_penalises_refused_
     assert exact_answer_and_steps(wrong, sample, partial_credit=0.0)["score"] == 0.0
     penalised = exact_answer_and_steps(wrong, sample, error_penalty=0.2)
     assert penalised["turn_rewards"] == [-0.2, 0.0, 0.1, 0.0]
+    # a value the tool prints rounded reaches the step, compared as the final answer is
+    thirds = {"ground_truth": 2, "extra_info": {"steps": [1 / 3, 2]}}
+    rounded = _episode([("1 / 3", "1 / 3 = 0.3333333333", False)], "0.3", 2)
+    assert exact_answer_and_steps(rounded, thirds)["steps_reached"] == 1
 
 
 @pytest.mark.parametrize("split", ["train", "test"])

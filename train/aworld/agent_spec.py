@@ -47,7 +47,17 @@ _ENGINE_LLM_FIELDS = {
 }
 
 
-class AgentSpec(SpecFile):
+class AWorldDriverSpec(SpecFile):
+    """What an agent's and a swarm's specs share: each is the rollout core's AgentDriver, starting
+    one `AWorldRun` an episode over what its `build_run` builds."""
+
+    def start(
+        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
+    ) -> AWorldRun:
+        return AWorldRun(self, endpoint, episode_id, task, max_assistant_turns)
+
+
+class AgentSpec(AWorldDriverSpec):
     name: str
     description: str = ""
     system_prompt: str = ""
@@ -62,12 +72,6 @@ class AgentSpec(SpecFile):
 
     def roles(self) -> list[AgentRole]:
         return [AgentRole(self.name, list(self.few_shot), list(self.mcp_servers))]
-
-    def start(
-        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
-    ) -> AWorldRun:
-        """The AWorld Agent for one episode: a spec is the rollout core's AgentDriver."""
-        return AWorldRun(self, endpoint, episode_id, task, max_assistant_turns)
 
     def build_run(
         self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int

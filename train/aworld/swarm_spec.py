@@ -17,14 +17,13 @@ from pydantic import Field, model_validator
 
 from aworld_train.aworld.agent_spec import (
     AgentSpec,
-    AWorldRun,
+    AWorldDriverSpec,
     build_agent,
     episode_llm,
     own_code_error,
     spec_from_agent,
 )
 from aworld_train.core.errors import AgentSpecError
-from aworld_train.core.validation import SpecFile
 from aworld_train.rollout.episodes.driver import AgentRole, CallOptions
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ SwarmKind = Literal["workflow", "team", "handoff", "hybrid"]
 TopologyItem = str | dict[str, list[str]]
 
 
-class SwarmSpec(SpecFile):
+class SwarmSpec(AWorldDriverSpec):
     name: str
     kind: SwarmKind
     agents: list[AgentSpec] = Field(min_length=1)
@@ -109,11 +108,6 @@ class SwarmSpec(SpecFile):
     def roles(self) -> list[AgentRole]:
         ordered = [self.first, *(agent for agent in self.agents if agent is not self.first)]
         return [AgentRole(a.name, list(a.few_shot), list(a.mcp_servers)) for a in ordered]
-
-    def start(
-        self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
-    ) -> AWorldRun:
-        return AWorldRun(self, endpoint, episode_id, task, max_assistant_turns)
 
     def build_run(
         self, endpoint: LLMEndpoint, episode_id: str, task: Task, max_assistant_turns: int
