@@ -132,6 +132,18 @@ def make_runner(tokenizer):
     return make
 
 
+@pytest.fixture
+def no_model_loads(monkeypatch):
+    """Any model or tokenizer load is a failure of the test: checks come first."""
+    from aworld_train.rollout.policies import models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    for name in ("load_model", "load_tokenizer", "resolve_model_path"):
+        monkeypatch.setattr(models, name, refuse)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The long end-to-end runs' tests go last: their runs start with the session (below)."""
     items.sort(key=lambda item: item.module.__name__ in early_runs.LAST_MODULES)
