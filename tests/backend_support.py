@@ -1,10 +1,12 @@
-"""The calculator agent, reward and rows the backend tests render runs from, and a scripted
-calculator model for the engines' fake servers."""
+"""The calculator agent, reward and rows the backend tests render runs from, a scripted calculator
+model for the engines' fake servers, and the kwargs an AReaL run folder gives our workflow."""
 
 from __future__ import annotations
 
 import json
 import re
+
+import yaml
 
 from aworld_train import AgentTrainer
 from aworld_train.inputs.config import is_native_verl
@@ -40,3 +42,7 @@ def calculator_reply(prompt_text: str) -> str:
         + json.dumps({"name": "calculate", "arguments": {"expression": question}})
         + "\n</tool_call>"
     )
+
+
+def workflow_kwargs(run) -> dict:
+    return yaml.safe_load((run.folder / "workflow.yaml").read_text())["kwargs"]

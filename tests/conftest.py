@@ -132,6 +132,35 @@ def make_runner(tokenizer):
     return make
 
 
+@pytest.fixture
+def no_model_loads(monkeypatch):
+    """Any model or tokenizer load is a failure of the test: checks come first."""
+    from aworld_train.rollout.policies import models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    for name in ("load_model", "load_tokenizer", "resolve_model_path"):
+        monkeypatch.setattr(models, name, refuse)
+
+
+@pytest.fixture
+async def recorded_session():
+    """A gateway session on an episode that records each call (tests/gateway_api_support.py), and an
+    httpx client that carries its token: (the session, the recording, the client)."""
+    import httpx
+    from gateway_api_support import Recording
+
+    from aworld_train.rollout.gateway.server import gateway
+
+    recording = Recording()
+    opened = gateway().open(recording)
+    headers = {"Authorization": f"Bearer {opened.token}"}
+    async with httpx.AsyncClient(base_url=opened.base_url, headers=headers, timeout=30) as http:
+        yield opened, recording, http
+    gateway().close(opened)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The long end-to-end runs' tests go last: their runs start with the session (below)."""
     items.sort(key=lambda item: item.module.__name__ in early_runs.LAST_MODULES)

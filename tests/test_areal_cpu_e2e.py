@@ -10,7 +10,8 @@ adapter, which our server loads after each update and samples from on its base. 
 its held-out tasks (k = 2 under two seeds) before any update and after the last, and ends with the
 held-out line; `aworld-train eval` on the run folder, with the run's config, samples the same tokens
 and gives the same figure as the run's own evaluation after training. One run, shared by every
-assertion; minutes on 2 cores, hence `slow`; it runs last (tests/early_runs.py).
+assertion; minutes on 2 cores, hence `slow`; it runs last (tests/early_runs.py). What the run leaves
+in its folder is read back by tests/areal_run_support.py.
 
 The run's reward is the dense stand-in of the verl CPU test (tests/verl_cpu_support.py), which
 differs between the samples of a group and raises for one task: its episodes fail inside the run.
@@ -21,11 +22,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import early_runs
 import pytest
+from areal_run_support import (
+    checkpoints,
+    evaluated,
+    groups,
+    mismatch,
+    sampled_tokens,
+    sampled_versions,
+    scalars,
+)
 from areal_support import AREAL_PYTHON, needs_areal
 from verl_cpu_support import calculator_rows, cpu_run
 
@@ -63,19 +72,6 @@ IMPORTANCE_CAP = 2.0  # algorithm.importance_cap's default: AReaL's actor.reject
 # the logprob mismatch of a float32 rollout and trainer on the same weights (a full-weight run's:
 # the server's logprobs against a fresh forward, tests/areal_env/test_areal_cpu_server.py)
 FLOAT32_MISMATCH = 1e-4
-
-
-def scalars(tensorboard: Path) -> dict[str, dict[int, float]]:
-    """AReaL's stats as its StatsLogger wrote them: tag -> {step: value}."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    out: dict[str, dict[int, float]] = {}
-    for events in sorted(tensorboard.glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            out.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
-    return out
 
 
 def start_run(tmp: Path) -> early_runs.Started | None:
@@ -126,44 +122,6 @@ def test_areals_trainer_finishes_two_steps(run):
     stats = run["stats"]
     assert sorted(stats["ppo_actor/update/grad_norm"]) == STEPS
     assert all(value > 0 for value in stats["ppo_actor/update/grad_norm"].values())
-
-
-def checkpoints(run) -> dict[int, Path]:
-    """The adapter AReaL's saver wrote after each step, by the weight version it became (step + 1)."""
-    saved = run["run_dir"].glob("areal_files/checkpoints/*/*/*/default/*globalstep*")
-    return {int(folder.name.rsplit("globalstep", 1)[1]) + 1: folder for folder in saved}
-
-
-def sampled_tokens(run_dir: Path) -> list[dict]:
-    """Every segment of the run's token files (prompt, response, mask, the rollout's logprob and
-    version of each sampled token)."""
-    import pyarrow.parquet as pq
-
-    return [
-        segment
-        for part in sorted((run_dir / "tokens").glob("**/part-*.parquet"))
-        for row in pq.read_table(part).to_pylist()
-        for segment in row["segments"]
-    ]
-
-
-def mismatch(model, segments: list[dict], version: int) -> tuple[float, int]:
-    """Mean |model's logprob - the rollout's| over the tokens `version` sampled, and their count."""
-    import torch
-
-    diffs = []
-    for seg in segments:
-        ids = seg["prompt_ids"] + seg["response_ids"]
-        positions = [len(seg["prompt_ids"]) + i for i, m in enumerate(seg["response_mask"]) if m]
-        reported = zip(positions, seg["sampled_logprobs"], seg["versions"], strict=True)
-        mine = [(p, lp) for p, lp, v in reported if v == version]
-        if mine:
-            before = torch.tensor([p - 1 for p, _ in mine])  # the logits before those tokens only
-            with torch.no_grad():
-                logits = model(torch.tensor([ids]), logits_to_keep=before).logits[0].float()
-            logp = torch.log_softmax(logits, -1)
-            diffs += [abs(float(logp[i, ids[p]]) - lp) for i, (p, lp) in enumerate(mine)]
-    return sum(diffs) / max(1, len(diffs)), len(diffs)
 
 
 def test_only_the_adapter_trained_and_each_version_reached_the_server(run):
@@ -301,11 +259,6 @@ def test_our_reward_and_statuses_are_in_areals_stats(run):
     assert {step for step, n in stats.get("rollout/rejected", {}).items() if n > 0} == set(failed_steps)
 
 
-def groups(episodes: list[dict], size: int = 2) -> list[list[dict]]:
-    """The workflow writes a task's group in one piece: consecutive lines of `size`."""
-    return [episodes[i : i + size] for i in range(0, len(episodes), size)]
-
-
 def test_a_failed_episode_leaves_the_other_groups_advantages_as_without_it(run):
     """The task whose reward raises: both its episodes end as reward_error and give AReaL no row
     (AReaL draws another task in its place, which on 4 tasks may be that task again, from the next
@@ -330,34 +283,6 @@ def test_a_failed_episode_leaves_the_other_groups_advantages_as_without_it(run):
 
 
 # -- the held-out evaluation ---------------------------------------------------------------------
-
-
-def evaluated(folder: Path) -> dict[str, list[tuple[float, list[list[int]]]]]:
-    """Each task's evaluated episodes in the token files under `folder`: (reward, the sampled ids of
-    each segment), sorted (the order episodes finish in is not the run's)."""
-    import pyarrow.parquet as pq
-
-    out: dict[str, list] = defaultdict(list)
-    for part in sorted(folder.glob("**/part-*.parquet")):
-        for row in pq.read_table(part).to_pylist():
-            sampled = [
-                [t for t, m in zip(s["response_ids"], s["response_mask"], strict=True) if m]
-                for s in row["segments"]
-            ]
-            out[row["task_id"]].append((row["reward"] or 0.0, sampled))
-    return {task: sorted(episodes) for task, episodes in out.items()}
-
-
-def sampled_versions(folder: Path) -> set[int]:
-    import pyarrow.parquet as pq
-
-    return {
-        version
-        for part in folder.glob("part-*.parquet")
-        for row in pq.read_table(part).to_pylist()
-        for segment in row["segments"]
-        for version in segment["versions"]
-    }
 
 
 def test_the_run_evaluates_the_weights_before_any_update_and_after_the_last(run):

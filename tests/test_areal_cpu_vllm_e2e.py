@@ -16,8 +16,8 @@ from pathlib import Path
 
 import early_runs
 import pytest
+from areal_run_support import mismatch, sampled_tokens, scalars
 from areal_support import AREAL_PYTHON, needs_areal
-from test_areal_cpu_e2e import mismatch, sampled_tokens, scalars
 from verl_cpu_support import assert_vllm_left_nothing, calculator_rows, cpu_run, note_shared_memory
 
 from aworld_train.rollout.policies.vllm_server import vllm_missing

@@ -8,7 +8,7 @@ episode's check names them), never half-served."""
 from __future__ import annotations
 
 import pytest
-from chat_families import TEMPLATES, require_templates, vocab_tokenizer
+from chat_tokenizers import TEMPLATES, require_templates, vocab_tokenizer
 
 from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.forcing import NotControllable, read_control

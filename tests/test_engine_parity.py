@@ -58,8 +58,8 @@ def local_samples(trainer, tokenizer) -> list[dict]:
 
 
 def verl_samples(trainer, tokenizer) -> list[dict]:
-    from test_verl_backend import instantiate_like_verl, row_kwargs
     from verl.workers.rollout.replica import TokenOutput
+    from verl_loop_support import instantiate_like_verl, row_kwargs
 
     script = GroupScript(tokenizer)
 

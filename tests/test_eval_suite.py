@@ -279,7 +279,7 @@ def test_eval_against_a_policy_that_answers_in_text_is_refused_before_anything_s
     tmp_path, tokenizer, im_end, monkeypatch, capsys
 ):
     """An endpoint that returns token text instead of ids (an unreachable one is in
-    test_bad_inputs.py's table): refused with the reason before any server starts or tokenizer loads."""
+    test_bad_cli_inputs.py's table): refused with the reason before any server starts or tokenizer loads."""
     from aworld_train.env import launcher
     from aworld_train.facade import cli
     from aworld_train.rollout.policies import models

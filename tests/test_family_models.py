@@ -21,7 +21,8 @@ import sys
 
 import pytest
 import torch
-from chat_families import ALL_CASES, ROOT, Case, case_tokenizer, write_model_files
+from chat_families import ALL_CASES
+from chat_tokenizers import ROOT, Case, case_tokenizer, write_model_files
 
 from aworld_train import AgentTrainer
 from aworld_train.core.errors import ConfigError

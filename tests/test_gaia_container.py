@@ -185,29 +185,14 @@ def calls_in_container(container) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-@pytest.mark.slow
-def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
-    """The card's sentence, end to end on this CPU: AgentTrainer(agent=the GAIA agent, config=the
-    GAIA example with verl's CPU switch, reward_func, train_dataset=the GAIA sample).train() runs
-    verl's own main_ppo for 2 GRPO steps whose episodes call their tools in the container."""
-    pytest.importorskip("verl")
-    from gaia_mission import call_text, teach_tool_calls, tiny_model
-    from verl_cpu_support import parse_steps
-
+def gaia_trainer(container, model: Path, run_dir: Path):
+    """AgentTrainer(agent=the GAIA agent on the container's tools, config=the GAIA example with verl's
+    CPU switch, reward_func, train_dataset=the GAIA sample): 2 GRPO steps of `model`."""
     from aworld_train import AgentTrainer
     from aworld_train.agents.gaia import build_agent
     from aworld_train.env.gaia.data import load_gaia
-    from aworld_train.rollout.episodes.batch import run_episodes
-    from aworld_train.rollout.episodes.runtime import RolloutRuntime
-    from aworld_train.rollout.policies.client import ScriptedPolicy
-    from aworld_train.rollout.policies.models import load_tokenizer
-    from aworld_train.rollout.policies.router import PolicyRouter
-    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
-    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
 
-    model = tiny_model(tmp_path / "tiny")
-    run_dir = tmp_path / "run"
-    trainer = AgentTrainer(
+    return AgentTrainer(
         agent=build_agent(url=container.url, servers=TOOLS, authorization=TOKEN),
         config=str(GAIA_EXAMPLE),
         reward_func=f"{ROOT / 'tests/gaia_mission.py'}:tool_results",
@@ -233,7 +218,21 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
             f"trainer.run_dir={run_dir}",
         ],
     )
-    # the agent's own prompts, through the container, teach the random model the call's shape
+
+
+def teach_the_call_through_the_container(trainer, model: Path) -> float:
+    """The agent's own prompts, through the container, teach the random model the call's shape: the
+    teaching's last step's loss (tests/gaia_mission.py)."""
+    from gaia_mission import call_text, teach_tool_calls
+
+    from aworld_train.rollout.episodes.batch import run_episodes
+    from aworld_train.rollout.episodes.runtime import RolloutRuntime
+    from aworld_train.rollout.policies.client import ScriptedPolicy
+    from aworld_train.rollout.policies.models import load_tokenizer
+    from aworld_train.rollout.policies.router import PolicyRouter
+    from aworld_train.rollout.tokens.templates.renderer import ChatRenderer
+    from aworld_train.rollout.tokens.turns.stops import stop_token_ids
+
     tokenizer = load_tokenizer(str(model))
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     policy = ScriptedPolicy(tokenizer, lambda _: call_text(2, 3), end)
@@ -243,7 +242,37 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     )
     runtime = RolloutRuntime(PolicyRouter(policy), renderer, stop_token_ids(tokenizer), rollout)
     asyncio.run(run_episodes(trainer.spec, list(trainer.train_tasks), runtime))
-    assert teach_tool_calls(model, policy.prompts, tokenizer) < 0.5
+    return teach_tool_calls(model, policy.prompts, tokenizer)
+
+
+def weight_changes(run_dir: Path, model: Path) -> list[float]:
+    """Per weight the actor saved at step 2, its largest change from the taught model's."""
+    import torch
+    from safetensors.torch import load_file
+
+    shard = run_dir / "checkpoints/global_step_2/actor/model_world_size_1_rank_0.pt"
+    trained = torch.load(shard, weights_only=False, map_location="cpu")
+    initial = load_file(model / "model.safetensors")  # as taught, before GRPO
+    return [
+        float(((t.to_local() if hasattr(t, "to_local") else t).float() - initial[name].float()).abs().max())
+        for name, t in trained.items()
+        if name in initial
+    ]
+
+
+@pytest.mark.slow
+def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
+    """The card's sentence, end to end on this CPU: AgentTrainer(agent=the GAIA agent, config=the
+    GAIA example with verl's CPU switch, reward_func, train_dataset=the GAIA sample).train() runs
+    verl's own main_ppo for 2 GRPO steps whose episodes call their tools in the container."""
+    pytest.importorskip("verl")
+    from gaia_mission import tiny_model
+    from verl_cpu_support import parse_steps
+
+    model = tiny_model(tmp_path / "tiny")
+    run_dir = tmp_path / "run"
+    trainer = gaia_trainer(container, model, run_dir)
+    assert teach_the_call_through_the_container(trainer, model) < 0.5
     before = len(calls_in_container(container))
 
     summary = trainer.train()
@@ -269,17 +298,7 @@ def test_verl_trains_the_gaia_agent_against_the_container(container, tmp_path):
     ran = sum(m["training/aworld/episodes"] for m in steps.values())
     assert 1 <= len(episodes) <= ran and all(c["ok"] and c["tool"] == "calculate" for c in calls), calls
     # the actor's weights moved (weight decay 0: by gradient steps only)
-    import torch
-    from safetensors.torch import load_file
-
-    shard = run_dir / "checkpoints/global_step_2/actor/model_world_size_1_rank_0.pt"
-    trained = torch.load(shard, weights_only=False, map_location="cpu")
-    initial = load_file(model / "model.safetensors")  # as taught, before GRPO
-    moved = [
-        float(((t.to_local() if hasattr(t, "to_local") else t).float() - initial[name].float()).abs().max())
-        for name, t in trained.items()
-        if name in initial
-    ]
+    moved = weight_changes(run_dir, model)
     assert len(moved) >= 10 and max(moved) > 0
 
 

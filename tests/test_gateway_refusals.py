@@ -13,8 +13,8 @@ import anthropic
 import httpx
 import openai
 import pytest
+from gateway_api_support import Recording
 from gateway_support import anthropic_client, openai_client
-from test_gateway_apis import Recording
 
 from aworld_train.rollout.episodes.episode import Episode
 from aworld_train.rollout.episodes.trajectory import Task

@@ -22,8 +22,8 @@ import openai
 import pyarrow.parquet as pq
 import pytest
 from backend_support import calculator_reply
+from gateway_api_support import ANTHROPIC_TOOLS, CHAT_TOOLS, RESPONSES_TOOLS
 from gateway_support import SDKAgent, anthropic_client, openai_client
-from test_gateway_apis import ANTHROPIC_TOOLS, CHAT_TOOLS, RESPONSES_TOOLS
 from viewer_support import scripted_logprobs
 
 from aworld_train.rollout.episodes.episode import Episode

@@ -240,21 +240,8 @@ def test_every_adapter_and_learner_is_saved_and_loaded_exactly(
     ))  # fmt: skip
 
 
-def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, tmp_path):
-    """The local engine end to end: two steps of the team with an adapter per policy; each step's
-    metrics per policy, a checkpoint folder per policy, and a resume that needs those policies."""
-    run_dir = tmp_path / "run"
-    config = {
-        "model": str(tiny_model_dir),
-        "policies": TWO_ADAPTERS,
-        "algorithm": {"group_size": 2, "kl_coef": 0.01},
-        "rollout": {"max_new_tokens": 12, "max_assistant_turns": 3, "tool_block": "never", "train_on_malformed": True},
-        "data": {"batch_size": 2},
-        "trainer": {"steps": 2, "save_every": 1, "eval_every": 0, "eval_before": False, "eval_after": False,
-                    "run_dir": str(run_dir), "save_total_limit": 2},
-    }  # fmt: skip
-    summary = team_trainer(**config).train()
-    assert summary["final_checkpoint"]
+def each_step_trains_each_policy(run_dir) -> None:
+    """Each step's metrics per policy (samples, learning rate, mismatch), and its line naming them."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [row for row in rows if "policy/planner/samples" in row]
     assert len(steps) == 2
@@ -270,10 +257,10 @@ def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, 
         r"policies: planner \d+ samples \(\d+ with signal\), mismatch [\d.]+; solver \d+",
         step_line(1, 2, steps[0]),
     )
-    final = run_dir / "checkpoints" / "step_000002"
-    for name in ("planner", "solver"):
-        assert (final / "policies" / name / "adapter_model.safetensors").is_file()
-    # the viewer's episode: a lane per agent, each naming (and coloured by) its policy
+
+
+def lanes_of_a_team_episode(run_dir) -> set[tuple]:
+    """The viewer's lanes of a step-1 episode in which both agents ran: (agent, policy, its index)."""
     from aworld_train.viewer.store import Run
     from aworld_train.viewer.tokenizer import RunTokenizer
     from aworld_train.viewer.views import episode_view
@@ -281,10 +268,30 @@ def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, 
     run = Run(run_dir)
     episode = next(row for row in run.index(run.episode_set("step_000001")) if len(row["agents"]) == 2)
     view = episode_view(run, RunTokenizer(run), "step_000001", episode["episode_id"])
-    assert {(lane["agent"], lane["policy"], lane["policy_index"]) for lane in view["lanes"]} == {
-        ("planner", "planner", 0),
-        ("calculator_agent", "solver", 1),
-    }
+    return {(lane["agent"], lane["policy"], lane["policy_index"]) for lane in view["lanes"]}
+
+
+def test_a_team_run_trains_an_adapter_per_policy_and_saves_each(tiny_model_dir, tmp_path):
+    """The local engine end to end: two steps of the team with an adapter per policy; each step's
+    metrics per policy, a checkpoint folder per policy, and a resume that needs those policies."""
+    run_dir = tmp_path / "run"
+    config = {
+        "model": str(tiny_model_dir),
+        "policies": TWO_ADAPTERS,
+        "algorithm": {"group_size": 2, "kl_coef": 0.01},
+        "rollout": {"max_new_tokens": 12, "max_assistant_turns": 3, "tool_block": "never", "train_on_malformed": True},
+        "data": {"batch_size": 2},
+        "trainer": {"steps": 2, "save_every": 1, "eval_every": 0, "eval_before": False, "eval_after": False,
+                    "run_dir": str(run_dir), "save_total_limit": 2},
+    }  # fmt: skip
+    summary = team_trainer(**config).train()
+    assert summary["final_checkpoint"]
+    each_step_trains_each_policy(run_dir)
+    final = run_dir / "checkpoints" / "step_000002"
+    for name in ("planner", "solver"):
+        assert (final / "policies" / name / "adapter_model.safetensors").is_file()
+    # the viewer's episode: a lane per agent, each naming (and coloured by) its policy
+    assert lanes_of_a_team_episode(run_dir) == {("planner", "planner", 0), ("calculator_agent", "solver", 1)}
     # eval of the team run: the base with each policy's saved adapter, each agent's calls to its own
     suite = team_trainer(**config, eval={"checkpoints": [str(run_dir)], "seeds": [0]}).evaluate_suite(
         out_dir=tmp_path / "eval"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from chat_families import TEMPLATES, require_templates, vocab_tokenizer
+from chat_tokenizers import TEMPLATES, require_templates, vocab_tokenizer
 
 from aworld_train.rollout.tokens.calls.derivation import turn_body
 from aworld_train.rollout.tokens.calls.parsers.pythonic import PythonicParser

@@ -14,7 +14,8 @@ import json
 import os
 
 import pytest
-from chat_families import CASES, TEMPLATES, case_tokenizer, require_templates, vocab_tokenizer
+from chat_families import CASES
+from chat_tokenizers import TEMPLATES, case_tokenizer, require_templates, vocab_tokenizer
 
 from aworld_train.rollout.episodes.driver import AgentRole
 from aworld_train.rollout.episodes.episode import Episode

@@ -92,7 +92,26 @@ def page(browser):
 
 
 def test_steps_groups_an_episode_token_by_token_and_its_drift(page, server, folders, shots):
-    run = folders["run"]
+    shows_the_runs_steps_and_drift(page, server, shots)
+    rows, flat = shows_a_steps_groups(page, folders["run"], shots)
+    shows_an_episode_token_by_token(page, rows, flat, shots)
+
+    # coloured by trainer - sampler difference: the learner's logprobs were kept for this sample
+    page.click("#colour-diff")
+    page.wait_for_selector("#colour-diff:checked")
+    assert page.locator(".segment .tok.smp.no-trainer").count() == 0
+    page.screenshot(path=str(shots / "episode-difference.png"), full_page=True)
+
+    # the drift view: the compact tool call this task's script writes renders with spaces
+    page.click("#tab-drift")
+    page.wait_for_selector(".drift-agent")
+    differing = int(page.inner_text(".drift-differing"))
+    assert differing > 0 and page.locator(".fresh .tok.diff").count() > 0
+    page.screenshot(path=str(shots / "drift.png"), full_page=True)
+
+
+def shows_the_runs_steps_and_drift(page, server, shots) -> None:
+    """The run's page: its two steps, its charts, and the drift count once every episode is checked."""
     page.goto(server + "#/r/0")
     page.wait_for_selector("#steps tbody tr[data-set]")
     assert page.locator("#steps tbody tr[data-set]").count() == 2
@@ -103,7 +122,10 @@ def test_steps_groups_an_episode_token_by_token_and_its_drift(page, server, fold
     assert int(page.inner_text("#drift-count .drift-episodes")) > 0
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
-    # a step: its GRPO groups side by side, the group whose rewards are all equal flagged
+
+def shows_a_steps_groups(page, run: Path, shots) -> tuple[list[dict], set]:
+    """A step: its GRPO groups side by side, the group whose rewards are all equal flagged. Returns
+    the step's token rows and its flat groups."""
     page.click("#steps tr[data-set='step_000001']")
     page.wait_for_selector(".group")
     rows = token_rows(run, "step_000001")
@@ -115,8 +137,12 @@ def test_steps_groups_an_episode_token_by_token_and_its_drift(page, server, fold
     assert {page.locator(".group.zero").get_attribute("data-group")} == flat
     assert page.locator(".group.zero .zero-flag").count() == 1
     page.screenshot(path=str(shots / "groups.png"), full_page=True)
+    return rows, flat
 
-    # an episode that called the tool in the group that teaches something
+
+def shows_an_episode_token_by_token(page, rows: list[dict], flat: set, shots) -> None:
+    """An episode that called the tool in the group that teaches something: its tokens, sampled and
+    context, each turn's reward and advantage, its tool call's latency and status."""
     episode = next(r for r in rows if r["group"] not in flat and r["tool_calls"])
     page.click(f".member[data-episode='{episode['episode_id']}']")
     page.wait_for_selector(".tokens .tok")
@@ -149,19 +175,6 @@ def test_steps_groups_an_episode_token_by_token_and_its_drift(page, server, fold
     assert abs(int(latency.removesuffix(" ms")) - 1000 * call["latency_s"]) <= 0.5
     assert page.inner_text(f".tool-call[data-call='{call['id']}'] .status") == "ok"
     page.screenshot(path=str(shots / "episode.png"), full_page=True)
-
-    # coloured by trainer - sampler difference: the learner's logprobs were kept for this sample
-    page.click("#colour-diff")
-    page.wait_for_selector("#colour-diff:checked")
-    assert page.locator(".segment .tok.smp.no-trainer").count() == 0
-    page.screenshot(path=str(shots / "episode-difference.png"), full_page=True)
-
-    # the drift view: the compact tool call this task's script writes renders with spaces
-    page.click("#tab-drift")
-    page.wait_for_selector(".drift-agent")
-    differing = int(page.inner_text(".drift-differing"))
-    assert differing > 0 and page.locator(".fresh .tok.diff").count() > 0
-    page.screenshot(path=str(shots / "drift.png"), full_page=True)
 
 
 def test_filters_narrow_a_steps_episodes(page, server, folders):

@@ -65,65 +65,103 @@ def arithmetic(rng: random.Random) -> tuple[str, str]:
     return expression, tools.calculate(expression)
 
 
+def no_tool(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    return [rng.choice(GREETINGS)], [turn()]
+
+
+def calc(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    expression, value = arithmetic(rng)
+    return [f"What is {expression}?"], [
+        turn([{"name": "calculator", "arguments": {"expression": expression}}], value)
+    ]
+
+
+def weather(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    city, day = rng.choice(CITIES), f"2025-07-{rng.randint(1, 28):02d}"
+    report = tools.weather(city, day, task_id)
+    conversation = [f"What is the temperature in {city} on {day}?"]
+    truth = [
+        turn(
+            [{"name": "weather_query", "arguments": {"city": city, "date": day}}],
+            str(report["temperature_c"]),
+        )
+    ]
+    return conversation, truth
+
+
+def current_time(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    conversation = [rng.choice(["What time is it now?", "Can you tell me the current time?"])]
+    truth = [turn([{"name": "get_current_time", "arguments": {}}], tools.clock(task_id).strftime("%H:%M"))]
+    return conversation, truth
+
+
+def search(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    question, words, value = rng.choice(FACTS)
+    return [question], [turn([{"name": "search", "arguments": {"query": words}}], value)]
+
+
+def weather_then_calc(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    """Two turns, the second uses the first's result."""
+    city, day = rng.choice(CITIES), f"2025-07-{rng.randint(1, 28):02d}"
+    celsius = tools.weather(city, day, task_id)["temperature_c"]
+    add = rng.randint(2, 15)
+    conversation = [
+        f"What is the temperature in {city} on {day}?",
+        f"What is that temperature plus {add}?",
+    ]
+    truth = [
+        turn([{"name": "weather_query", "arguments": {"city": city, "date": day}}], str(celsius)),
+        turn(
+            [{"name": "calculator", "arguments": {"expression": f"{celsius} + {add}"}}],
+            str(celsius + add),
+        ),
+    ]
+    return conversation, truth
+
+
+def chat_then_calc(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    """A turn without a tool, then one with."""
+    expression, value = arithmetic(rng)
+    conversation = [rng.choice(GREETINGS), f"Please compute {expression}."]
+    return conversation, [
+        turn(),
+        turn([{"name": "calculator", "arguments": {"expression": expression}}], value),
+    ]
+
+
+def two_tools(task_id: str, rng: random.Random) -> tuple[list[str], list[dict]]:
+    """Two tools in one turn."""
+    expression, value = arithmetic(rng)
+    conversation = [f"What time is it, and what is {expression}?"]
+    truth = [
+        turn(
+            [
+                {"name": "get_current_time", "arguments": {}},
+                {"name": "calculator", "arguments": {"expression": expression}},
+            ],
+            value,
+        )
+    ]
+    return conversation, truth
+
+
+# each kind of task: (task id, rng) -> (the user's messages, the ground truth per turn)
+KINDS = {
+    "none": no_tool,
+    "calc": calc,
+    "weather": weather,
+    "time": current_time,
+    "search": search,
+    "weather_then_calc": weather_then_calc,
+    "chat_then_calc": chat_then_calc,
+    "two_tools": two_tools,
+}
+
+
 def make(kind: str, task_id: str, rng: random.Random) -> dict:
-    if kind == "none":
-        conversation, truth = [rng.choice(GREETINGS)], [turn()]
-    elif kind == "calc":
-        expression, value = arithmetic(rng)
-        conversation = [f"What is {expression}?"]
-        truth = [turn([{"name": "calculator", "arguments": {"expression": expression}}], value)]
-    elif kind == "weather":
-        city, day = rng.choice(CITIES), f"2025-07-{rng.randint(1, 28):02d}"
-        report = tools.weather(city, day, task_id)
-        conversation = [f"What is the temperature in {city} on {day}?"]
-        truth = [
-            turn(
-                [{"name": "weather_query", "arguments": {"city": city, "date": day}}],
-                str(report["temperature_c"]),
-            )
-        ]
-    elif kind == "time":
-        conversation = [rng.choice(["What time is it now?", "Can you tell me the current time?"])]
-        truth = [
-            turn([{"name": "get_current_time", "arguments": {}}], tools.clock(task_id).strftime("%H:%M"))
-        ]
-    elif kind == "search":
-        question, words, value = rng.choice(FACTS)
-        conversation = [question]
-        truth = [turn([{"name": "search", "arguments": {"query": words}}], value)]
-    elif kind == "weather_then_calc":  # two turns, the second uses the first's result
-        city, day = rng.choice(CITIES), f"2025-07-{rng.randint(1, 28):02d}"
-        celsius = tools.weather(city, day, task_id)["temperature_c"]
-        add = rng.randint(2, 15)
-        conversation = [
-            f"What is the temperature in {city} on {day}?",
-            f"What is that temperature plus {add}?",
-        ]
-        truth = [
-            turn([{"name": "weather_query", "arguments": {"city": city, "date": day}}], str(celsius)),
-            turn(
-                [{"name": "calculator", "arguments": {"expression": f"{celsius} + {add}"}}],
-                str(celsius + add),
-            ),
-        ]
-    elif kind == "chat_then_calc":  # a turn without a tool, then one with
-        expression, value = arithmetic(rng)
-        conversation = [rng.choice(GREETINGS), f"Please compute {expression}."]
-        truth = [turn(), turn([{"name": "calculator", "arguments": {"expression": expression}}], value)]
-    elif kind == "two_tools":  # two tools in one turn
-        expression, value = arithmetic(rng)
-        conversation = [f"What time is it, and what is {expression}?"]
-        truth = [
-            turn(
-                [
-                    {"name": "get_current_time", "arguments": {}},
-                    {"name": "calculator", "arguments": {"expression": expression}},
-                ],
-                value,
-            )
-        ]
-    else:
+    if kind not in KINDS:
         raise ValueError(kind)
+    conversation, truth = KINDS[kind](task_id, rng)
     return {
         "id": task_id,
         "conversation": [{"role": "user", "content": c} for c in conversation],

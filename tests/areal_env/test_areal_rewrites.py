@@ -16,9 +16,9 @@ import pytest
 import torch
 from areal.api.io_struct import ModelRequest, ModelResponse
 from areal.utils import stats_tracker
+from areal_workflow_support import check_layout, rows, workflow_like_areal
 from backend_support import trainer_for
 from rewriting_agents import KINDS, AnswerReward, RewritingAgent, replies
-from test_areal_workflow import check_layout, rows, workflow_like_areal
 
 from aworld_train.rollout.episodes.runner import EpisodeRunner
 from aworld_train.rollout.samples.codec import group_advantages

@@ -1,28 +1,25 @@
 """Our AReaL workflow driven the way AReaL drives it, with AReaL 1.0.4's own classes: the request
 and response types, the workflow base class, the stats tracker and the padded-batch helpers. A
-scripted engine stands in for the inference server (tests/test_areal_cpu_e2e.py runs the real
-one); the calculator MCP server is real."""
+scripted engine stands in for the inference server (tests/areal_env/areal_workflow_support.py;
+tests/test_areal_cpu_e2e.py runs the real one); the calculator MCP server is real."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import inspect
 import json
 import re
 
 import pytest
 import torch
-import yaml
 from areal.api.cli_args import GenerationHyperparameters
 from areal.api.io_struct import ModelRequest, ModelResponse
 from areal.api.workflow_api import RolloutWorkflow
+from areal_workflow_support import ONE_RAW, FakeEngine, check_layout, rows, workflow_like_areal
 from backend_support import calculator_reply, trainer_for
 
 from aworld_train.engines.areal.render import areal_fields
-
-BATCH_KEYS = {"input_ids", "attention_mask", "loss_mask", "logprobs", "versions", "rewards"}
 
 
 def test_areal_names_match_its_source():
@@ -46,70 +43,11 @@ def test_areal_names_match_its_source():
 # -- the workflow, the way AReaL runs it ----------------------------------------------------------
 
 
-class FakeEngine:
-    """AReaL's `InferenceEngine.agenerate(req) -> ModelResponse`, replying from a script keyed on the prompt.
-
-    The weight version rises by one per call, as if the trainer updated the weights between turns."""
-
-    def __init__(self, tokenizer, reply):
-        self.tokenizer = tokenizer
-        self.reply = reply
-        self.requests: list[ModelRequest] = []
-        self.outputs: list[list[int]] = []
-        self.version = 0
-
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
-        self.requests.append(req)
-        ids = self.tokenizer.encode(
-            self.reply(self.tokenizer.decode(req.input_ids)), add_special_tokens=False
-        )
-        ids = (ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")])[: req.gconfig.max_new_tokens]
-        self.outputs.append(ids)
-        self.version += 1
-        return ModelResponse(
-            input_tokens=list(req.input_ids),
-            output_tokens=ids,
-            output_logprobs=[-0.01 * (i + 1) for i in range(len(ids))],
-            output_versions=[self.version] * len(ids),
-            stop_reason="stop",
-        )
-
-
 @pytest.fixture
 def areal_run(tmp_path, calculator_server, monkeypatch):
     monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
     config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
     return trainer_for(tmp_path, config).render()
-
-
-def workflow_like_areal(run, **overrides):
-    """What AReaL does with a workflow path: import it, check the base class, build it with the kwargs
-    (main.py's: the run's, or with `overrides` as for evaluation)."""
-    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
-    module, _, name = spec["workflow"].rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
-    assert issubclass(cls, RolloutWorkflow)
-    gconfig = GenerationHyperparameters(**run.final["gconfig"])
-    return cls(**{**spec["kwargs"], **overrides}, gconfig=gconfig)
-
-
-ONE_RAW = {"group_size": 1, "group_baseline": False}  # evaluation's kwargs: one episode, raw reward
-
-
-def rows(run):
-    return [yaml.safe_load(line) for line in (run.folder / "train.jsonl").read_text().splitlines()]
-
-
-def check_layout(batch):
-    """The tensor-dict format AReaL's executor accepts and its PPO actor reads."""
-    assert BATCH_KEYS <= set(batch)
-    batch_size, length = batch["input_ids"].shape
-    for key in BATCH_KEYS - {"rewards"}:
-        assert batch[key].shape == (batch_size, length), key
-    assert batch["rewards"].shape == (batch_size,)
-    assert batch["input_ids"].dtype == batch["loss_mask"].dtype == batch["versions"].dtype == torch.int32
-    assert batch["logprobs"].dtype == batch["rewards"].dtype == torch.float32
-    assert batch["attention_mask"].dtype == torch.bool
 
 
 def test_workflow_gives_exact_ids_mask_logprobs_versions_and_reward(areal_run, tokenizer):
@@ -332,21 +270,9 @@ def test_areals_advantages_leave_a_failed_episode_out_of_its_group(tmp_path):
         assert torch.allclose(got, torch.full_like(got, advantages[name]), atol=1e-5), name
 
 
-def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
-    tmp_path, calculator_server, monkeypatch, tokenizer
-):
-    """The calculator pipeline (a planner, then the calculator agent): each episode gives one row per
-    agent, each row is its agent's exact ledger with AReaL's versions, and GRPO compares a planner
-    with the planners of the group, a calculator agent with the calculator agents."""
-    from aworld_train.rollout.samples.codec import group_advantages
-
-    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
-    config = {
-        "backend": "areal",
-        "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_assistant_turns": 4},
-    }
-    run = trainer_for(tmp_path, config, agent="aworld_train.agents.calculator_team:build_pipeline").render()
-    planned = iter(["2 * 3", "2 * 3", "2 * 4", "2 * 3"])  # the third planner gets it wrong
+def team_reply(planned):
+    """The calculator pipeline's scripted model: the planner writes the next expression of `planned`;
+    the calculator agent calls the tool on the planner's expression, then answers with its result."""
 
     def reply(prompt):
         if "Reply with the arithmetic expression" in prompt:
@@ -362,6 +288,25 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
             + json.dumps({"name": "calculate", "arguments": {"expression": expression}})
             + "\n</tool_call>"
         )
+
+    return reply
+
+
+def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
+    tmp_path, calculator_server, monkeypatch, tokenizer
+):
+    """The calculator pipeline (a planner, then the calculator agent): each episode gives one row per
+    agent, each row is its agent's exact ledger with AReaL's versions, and GRPO compares a planner
+    with the planners of the group, a calculator agent with the calculator agents."""
+    from aworld_train.rollout.samples.codec import group_advantages
+
+    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
+    config = {
+        "backend": "areal",
+        "rollout": {"tool_block": "never", "max_new_tokens": 64, "max_assistant_turns": 4},
+    }
+    run = trainer_for(tmp_path, config, agent="aworld_train.agents.calculator_team:build_pipeline").render()
+    reply = team_reply(iter(["2 * 3", "2 * 3", "2 * 4", "2 * 3"]))  # the third planner gets it wrong
 
     from areal.utils import stats_tracker
 
@@ -393,56 +338,6 @@ def test_a_teams_agents_each_train_on_their_own_rows_with_their_own_advantages(
         assert sum(mask) > 0 and sum(1 for v in versions if v > 0) == sum(mask)
     expected = group_advantages([1.0, 1.0, 0.0, 1.0], [0] * 4)
     assert sorted(batch["rewards"].tolist()) == pytest.approx(sorted(expected * 2))
-
-
-# -- the held-out evaluation ---------------------------------------------------------------------
-
-
-def test_the_evaluation_draws_each_sample_from_its_held_out_seed(
-    tmp_path, calculator_server, monkeypatch, tokenizer
-):
-    """As the local backend's and `aworld-train eval`'s: sample j of a task under held-out seed s draws
-    from derive_seed(s, task id, j), and each of its LLM calls from derive_seed(that, call), which
-    AReaL's own SGLang and vLLM request builders then send (engines/areal/seeds.py); the episodes run at
-    the held-out settings and their tokens go to the set the trainer names."""
-    from areal.engine.sglang_remote import SGLangBackend
-    from areal.engine.vllm_remote import VLLMBackend
-
-    from aworld_train.evaluation.report import held_out_group
-    from aworld_train.evaluation.run_summary import eval_sets, rewards_by_group
-    from aworld_train.rollout.policies.client import derive_seed
-
-    monkeypatch.setenv("CALCULATOR_MCP_URL", calculator_server.url)
-    config = {"backend": "areal", "rollout": {"tool_block": "never", "max_new_tokens": 64}}
-    held = ["trainer.eval_k=2", "trainer.eval_seeds=[3, 9]", "trainer.eval_temperature=0.25"]
-    run = trainer_for(tmp_path, config, overrides=held).render()
-    spec = yaml.safe_load((run.folder / "workflow.yaml").read_text())
-    workflow = workflow_like_areal(run, **spec["eval_kwargs"], group_baseline=False, eval_set="before")
-    engine = FakeEngine(tokenizer, calculator_reply)
-    row = rows(run)[1]  # "What is 2 * 3?": a call, then the answer
-    batch = asyncio.run(workflow.arun_episode(engine, row))
-    assert batch["input_ids"].shape[0] == 4 and batch["rewards"].tolist() == [1.0] * 4  # raw rewards
-    samples = [derive_seed(s, row["task_id"], j) for s in (3, 9) for j in range(2)]
-    sent = sorted(r.metadata["sampling_seed"] for r in engine.requests)
-    assert sent == sorted(derive_seed(sample, call) for sample in samples for call in (0, 1))
-    assert {r.gconfig.temperature for r in engine.requests} == {0.25}
-
-    request = engine.requests[0]
-    seed = request.metadata["sampling_seed"]
-    sglang = SGLangBackend().build_generation_request(request, with_lora=False, version=0).payload
-    assert sglang["sampling_params"]["sampling_seed"] == seed
-    assert VLLMBackend().build_generation_request(request, with_lora=False, version=0).payload["seed"] == seed
-    request.metadata.clear()  # a training request: no seed sent
-    assert (
-        "sampling_seed"
-        not in SGLangBackend().build_generation_request(request, False, 0).payload["sampling_params"]
-    )
-
-    run_dir = run.folder.parent
-    assert eval_sets(run_dir) == ("eval/before", None)
-    assert rewards_by_group(run_dir, "eval/before") == {
-        held_out_group(row["task_id"], seed): [1.0] * 2 for seed in (3, 9)
-    }
 
 
 def test_areals_patched_sources_are_the_ones_the_patches_were_written_for():

@@ -2,10 +2,10 @@
 
 Each row names the upstream object (`target`), the release it was read against, the sha256 of
 `inspect.getsource(target)` there, what the patch does to it and where our code does it.
-tests/test_patches.py fails when an installed source no longer has its fingerprint, and when code
-patches something no row declares. `patches.apply` refuses an AWorld other than AWORLD_VERSION
-and, through `upstream.guard`, an mcp or loguru whose patched sources changed (the tool servers
-guard theirs in env/mcp_fixes.py).
+tests/test_patches.py fails when an installed source no longer has its fingerprint, and it and
+tests/test_patch_sites.py when code patches something no row declares. `patches.apply` refuses an
+AWorld other than AWORLD_VERSION and, through `upstream.guard`, an mcp or loguru whose patched
+sources changed (the tool servers guard theirs in env/mcp_fixes.py).
 
 To change a patch: re-read the upstream source it names, change the patch, then set its
 fingerprint to `aworld_train.core.upstream.fingerprint(target)` on the release it now fits.
