@@ -308,14 +308,19 @@ def episode_llm(
     hands them to the episode (`agent` names it among a team's agents)."""
     from aworld_train.aworld import provider
 
+    # later user turns must see the earlier ones: AWorld keys history by task otherwise
+    memory = {**spec.agent_config.get("memory_config", {}), "history_scope": "session"}
+    if memory.get("enable_summary"):
+        # the write that runs a due summary (history.EpisodeMemory) is awaited in the agent's own
+        # task before its next call is built; an event-driven write stops waiting after 30 s
+        memory["history_write_strategy"] = "direct"
     return {
         "llm_provider": provider.PROVIDER_NAMES[0],
         "llm_base_url": provider.episode_url(episode_id, agent),
         "llm_model_name": "aworld-train-policy",
         "llm_api_key": "not-used",
         "max_steps": max_assistant_turns + 2,
-        # later user turns must see the earlier ones: AWorld keys history by task otherwise
-        "memory_config": {**spec.agent_config.get("memory_config", {}), "history_scope": "session"},
+        "memory_config": memory,
     }
 
 

@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import functools
 
-from aworld_train.core.patch_table import AWORLD_VERSION
+from aworld_train.core.aworld_patch_table import AWORLD_VERSION
 from aworld_train.core.upstream import check_version
 
 

@@ -19,7 +19,6 @@ quiet_aworld_console()
 from aworld.agents.llm_agent import Agent  # noqa: E402
 from aworld.config import AgentConfig  # noqa: E402
 from aworld.core.agent.swarm import HandoffSwarm, HybridSwarm, Swarm, TeamSwarm, WorkflowSwarm  # noqa: E402
-from aworld.core.context.amni import AmniConfigFactory  # noqa: E402
 from aworld.core.llm_provider import LLMProviderBase  # noqa: E402
 from aworld.core.task import Task as AworldTask  # noqa: E402
 from aworld.memory.main import MemoryFactory  # noqa: E402
@@ -97,10 +96,12 @@ async def run_turn(swarm, agents: list, text: str, session_id: str):
 
     `Runners.run` gives each call a fresh context whose history scope is the task,
     so a second user turn would not see the first. An episode is one session:
-    scoping the history to it keeps every turn of a multi-turn task in view.
+    scoping the history to it keeps every turn of a multi-turn task in view. What each
+    call sees of that history is its agent's own memory_config (`history.context_config`).
     """
-    config = AmniConfigFactory.create()
-    config.agent_config.history_scope = "session"
+    from aworld_train.aworld.history import context_config
+
+    config = context_config(agents)
     for agent in agents:
         agent.task = text
     task = AworldTask(

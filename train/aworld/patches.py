@@ -14,7 +14,8 @@ import logging
 import time
 
 import aworld_train.aworld.episode_state as episode_state
-from aworld_train.core.patch_table import AWORLD_VERSION, LIBRARY_PATCHES
+from aworld_train.core.aworld_patch_table import AWORLD_VERSION
+from aworld_train.core.patch_table import LIBRARY_PATCHES
 from aworld_train.core.upstream import UnsupportedVersion, check_version, guard  # noqa: F401 (apply raises it)
 
 _BUNDLED_VOCABS = {"openai", "qwen"}
@@ -157,7 +158,9 @@ def _use_in_memory_history() -> None:
     """AWorld's default history store is a folder of JSON files that every history lookup
     reads in full: rollouts slowed down with every episode ever run. Episodes keep their
     history in memory instead, and `release_session` drops it when they end."""
-    from aworld.memory.main import InMemoryMemoryStore, MemoryFactory
+    from aworld.memory.main import InMemoryMemoryStore, MemoryFactory, register_memory_provider
+
+    from aworld_train.aworld.history import episode_memory
 
     class EpisodeHistoryStore(InMemoryMemoryStore):
         """AWorld's in-memory store, with the items also listed by session.
@@ -196,6 +199,8 @@ def _use_in_memory_history() -> None:
             self.memory_items = [item for item in self.memory_items if item.session_id != session_id]
             self._by_session.pop(session_id, None)
 
+    # AWorld's own memory, its summaries awaited and written by the summarised agent (history.py)
+    register_memory_provider("aworld", episode_memory)
     MemoryFactory.init(custom_memory_store=EpisodeHistoryStore())
 
 
