@@ -150,6 +150,11 @@ def test_vllm_samples_each_step_with_the_weights_the_last_update_pushed(kind, tm
     assert gaps["before, step 2"] > OTHER_WEIGHTS, gaps
 
 
+@pytest.mark.skipif(
+    os.environ.get("CI") == "true",
+    reason="CI time (about 2 minutes): an adapter served through vLLM is the LoRA run's path above; "
+    "run this module outside CI for the adapters of a policy per agent side by side",
+)
 def test_vllm_serves_an_adapter_per_policy_side_by_side(tmp_path, float32):
     """A team with a policy per agent sampled by vLLM: every policy's adapter is pushed after each
     update and each agent's calls are sampled with its own (step 2's planner tokens have the
