@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import IO, Any
 
 # AReaL's run is not among them: beside the suite on 2 cores its local scheduler ran past its
-# time to fork a worker ("Failed to fork 1 out of 1 workers"); it runs alone at the end
-EARLY_MODULES = ("test_verl_cpu_e2e",)
+# time to fork a worker ("Failed to fork 1 out of 1 workers"); it runs alone at the end. The
+# learning guard's run takes one thread, the core the suite's tests mostly leave idle.
+EARLY_MODULES = ("test_verl_cpu_e2e", "test_learning_guard")
 # modules whose tests run last: the early runs', then verl's runs of its asynchronous trainers,
 # verl's run resumed with a tool server killed (tests/faults), of a swarm, of an agent in its own
 # process, sampled by vLLM and on two Ray nodes, and AReaL's (also sampled by vLLM), each with the
