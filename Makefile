@@ -21,7 +21,7 @@ AGENTS_VENV ?= .venv-agents
 # vLLM's CPU build in an environment of its own (its torch, transformers and mcp pins clash with ours)
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm demo-verl demo-areal fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo demo-multistep team-demo-story team-demo-story-policies lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
+.PHONY: setup setup-areal setup-agents setup-vllm demo-vllm demo-verl demo-areal fetch chat-templates bench-env test demo team-demo team-demo-policies demo-gigpo demo-multistep team-demo-story team-demo-story-policies demo-long-reports lint eval clean agentgym-textcraft agentgym-babyai agentgym-bridge
 
 setup:
 	@# the GAIA python tool's sandbox uses bubblewrap (best effort: root with apt only)
@@ -113,6 +113,11 @@ team-demo-story:
 
 team-demo-story-policies:
 	$(BIN)/aworld-train run examples/story_team/grpo_local_policies.yaml
+
+# the long task: reports that overflow a 1k-token budget, kept as the policy's own AWorld summary
+# (docs/REWRITING_AGENTS.md; bench/compaction.py compares it with the agent cut at the budget)
+demo-long-reports:
+	$(BIN)/aworld-train run examples/long_reports/grpo_local.yaml
 
 eval:
 	$(BIN)/aworld-train eval examples/calculator/grpo_local.yaml

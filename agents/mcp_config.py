@@ -32,17 +32,20 @@ class AgentText:
     few_shot: list[dict[str, Any]] | None = None
 
 
-def one_server_agent(text: AgentText, mcp_config: dict, provider: str):
-    """An AWorld agent on the one MCP server of `mcp_config`, its LLM calls through `provider`."""
+def one_server_agent(text: AgentText, mcp_config: dict, provider: str, memory: dict[str, Any] | None = None):
+    """An AWorld agent on the one MCP server of `mcp_config`, its LLM calls through `provider`;
+    `memory`: its AWorld `memory_config` (what each call sees of its history), AWorld's default if
+    None."""
     from aworld_train.aworld.framework import Agent, AgentConfig
 
+    conf = AgentConfig(llm_provider=provider, **({"memory_config": memory} if memory else {}))
     agent = Agent(
         name=text.name,
         desc=text.desc,
         system_prompt=text.system_prompt,
         mcp_config=mcp_config,
         mcp_servers=list(mcp_config["mcpServers"]),
-        conf=AgentConfig(llm_provider=provider),
+        conf=conf,
     )
     if text.few_shot:
         agent.few_shot = text.few_shot

@@ -17,6 +17,7 @@ from aworld_train.core.errors import ConfigError
 SERVERS = {
     "calculator": "aworld_train.env.calculator:serve",
     "multistep": "aworld_train.env.multistep:serve",
+    "reports": "aworld_train.env.reports:serve",
     "gaia": "aworld_train.env.gaia.gateway:serve",
     "gaia-documents": "aworld_train.env.gaia.documents:serve",
     "gaia-python": "aworld_train.env.gaia.python_sandbox:serve",

@@ -1,0 +1,41 @@
+"""The depot-reports reward: the exact total, and partial credit for each day whose crates the
+answer names right ('day 2: 7'), so that an answer that kept some of the days' counts (in the
+agent's notes, after the reports themselves left its context) scores above one that kept none."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aworld_train.rewards.calculator import exact_answer
+
+# Below 1 (held-out accuracy counts a score of 1 only), above 0: a wrong total that names some days'
+# counts right differs within a group from one that names none, which gives GRPO a signal before
+# the first exact totals
+PARTIAL_CREDIT = 0.5
+_DAY_COUNT = re.compile(r"day\s*(\d+)\s*[:=-]?\s*(\d+)", re.IGNORECASE)
+
+
+def named_counts(text: str | None) -> dict[int, int]:
+    """Day -> crates, as the answer names them ('day 1: 4, day 2: 7'); the first naming of a day counts."""
+    named: dict[int, int] = {}
+    for day, count in _DAY_COUNT.findall(text or ""):
+        named.setdefault(int(day), int(count))
+    return named
+
+
+def total_or_counts(trajectory: Any, sample: dict, partial_credit: float = PARTIAL_CREDIT) -> dict:
+    """`score`: 1.0 for the exact total, else partial_credit times the share of the days whose
+    crates the answer names right (0 turns it off). `days_right` says how many it named right."""
+    result = exact_answer(
+        sample.get("data_source", ""),
+        trajectory.final_answer,
+        sample.get("ground_truth"),
+        sample.get("extra_info"),
+    )
+    crates = list((sample.get("extra_info") or {}).get("crates", []))
+    named = named_counts(trajectory.final_answer)
+    right = sum(named.get(day) == count for day, count in enumerate(crates, start=1))
+    if result["score"] < 1.0 and crates:
+        result["score"] = partial_credit * right / len(crates)
+    return {**result, "days_right": right}
