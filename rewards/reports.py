@@ -1,6 +1,7 @@
-"""The depot-reports reward: the exact total, and partial credit for each day whose crates the
-answer names right ('day 2: 7'), so that an answer that kept some of the days' counts (in the
-agent's notes, after the reports themselves left its context) scores above one that kept none."""
+"""The depot-reports reward: the exact total, and partial credit for each day whose report the agent
+read and whose crates its answer names right ('day 2: 7'), so that an answer that kept more of the
+counts it read (in the agent's notes, after the reports themselves left its context) scores above
+one that kept fewer, and a guess without reading scores nothing."""
 
 from __future__ import annotations
 
@@ -24,18 +25,32 @@ def named_counts(text: str | None) -> dict[int, int]:
     return named
 
 
+def days_read(trajectory: Any, depot: str) -> set[int]:
+    """The days whose report of `depot` reached the agent as a tool result."""
+    return {
+        int(m.group(1))
+        for call in trajectory.tool_calls
+        if not call.error
+        and (m := re.search(rf"Depot {re.escape(depot)}, day (\d+) report", call.result or ""))
+    }
+
+
 def total_or_counts(trajectory: Any, sample: dict, partial_credit: float = PARTIAL_CREDIT) -> dict:
-    """`score`: 1.0 for the exact total, else partial_credit times the share of the days whose
-    crates the answer names right (0 turns it off). `days_right` says how many it named right."""
+    """`score`: 1.0 for the exact total, else partial_credit times the share of the days whose report
+    the agent read and whose crates the answer names right (0 turns it off): the measured starting
+    model read one report and guessed the rest, and credit for guessed days paid guessing over
+    reading. `days_right` says how many days it read and named right, `days_read` how many it read."""
     result = exact_answer(
         sample.get("data_source", ""),
         trajectory.final_answer,
         sample.get("ground_truth"),
         sample.get("extra_info"),
     )
-    crates = list((sample.get("extra_info") or {}).get("crates", []))
+    extra = sample.get("extra_info") or {}
+    crates = list(extra.get("crates", []))
+    read = days_read(trajectory, str(extra.get("depot", "")).upper())
     named = named_counts(trajectory.final_answer)
-    right = sum(named.get(day) == count for day, count in enumerate(crates, start=1))
+    right = sum(day in read and named.get(day) == count for day, count in enumerate(crates, start=1))
     if result["score"] < 1.0 and crates:
         result["score"] = partial_credit * right / len(crates)
-    return {**result, "days_right": right}
+    return {**result, "days_right": right, "days_read": len(read)}

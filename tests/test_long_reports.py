@@ -29,7 +29,7 @@ TASK = Task(
     "k7",
     [f"How many crates did depot {DEPOT} receive on days 1 to {DAYS} in total?"],
     ground_truth=sum(CRATES),
-    extra_info={"crates": CRATES},
+    extra_info={"depot": DEPOT, "crates": CRATES},
     data_source="reports",
 )
 ANSWER = "; ".join(f"day {d}: {c}" for d, c in enumerate(CRATES, start=1)) + f". The answer is {sum(CRATES)}."
@@ -124,18 +124,24 @@ def test_the_agent_cut_at_the_budget_ends_truncated_with_the_same_script(
 
 
 @pytest.mark.parametrize(
-    "answer,score",
+    "answer,read,score",
     [
-        (ANSWER, 1.0),
-        (f"day 1: {CRATES[0]}, day 2: {CRATES[1]}. The answer is 99.", 0.5 * 2 / 3),
-        ("The answer is 99.", 0.0),
-        (None, 0.0),
+        (ANSWER, [], 1.0),
+        (f"day 1: {CRATES[0]}, day 2: {CRATES[1]}. The answer is 99.", [1, 2], 0.5 * 2 / 3),
+        (f"day 1: {CRATES[0]}, day 2: {CRATES[1]}. The answer is 99.", [1], 0.5 * 1 / 3),  # day 2 guessed
+        ("The answer is 99.", [1, 2, 3], 0.0),
+        ("", [1, 2, 3], 0.0),
     ],
 )
-def test_the_reward_pays_the_total_or_half_a_point_for_the_days_named_right(answer, score):
+def test_the_reward_pays_the_total_or_half_a_point_for_the_days_read_and_named_right(answer, read, score):
     from aworld_train.rewards.reports import total_or_counts
-    from aworld_train.rollout.episodes.trajectory import Trajectory
+    from aworld_train.rollout.episodes.trajectory import ToolCallRecord, Trajectory
 
-    traj = Trajectory(episode_id="e", task_id="k7", final_answer=answer)
-    result = total_or_counts(traj, {"ground_truth": sum(CRATES), "extra_info": {"crates": CRATES}})
-    assert result["score"] == pytest.approx(score)
+    calls = [
+        ToolCallRecord(id=str(day), name="read_report", arguments={"day": day}, result=report(DEPOT, day)[0])
+        for day in read
+    ]
+    traj = Trajectory(episode_id="e", task_id="k7", final_answer=answer, tool_calls=calls)
+    sample = {"ground_truth": sum(CRATES), "extra_info": {"depot": DEPOT, "crates": CRATES}}
+    result = total_or_counts(traj, sample)
+    assert result["score"] == pytest.approx(score) and result["days_read"] == len(read)
