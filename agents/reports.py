@@ -2,9 +2,10 @@
 and answers with the crates received over the days a question names.
 
 Its reports overflow a small context budget, so it keeps its context short with AWorld's own
-summary (`enable_summary`): after each report the agent's own LLM, the policy, writes notes that
-replace the messages they cover, and the next call sees the notes instead of the reports. The notes
-are sampled answers of the policy and train with the rest (docs/REWRITING_AGENTS.md).
+summary (`enable_summary`): from the second report on, the agent's own LLM, the policy, writes notes
+on the reports before the latest one, and the next call sees the notes and that report instead of
+all of them. The notes are sampled answers of the policy and train with the rest
+(docs/REWRITING_AGENTS.md).
 `build_agent_without_summary` is the same agent seeing its whole history, which a budget cuts short.
 """
 
