@@ -6,7 +6,7 @@ guard": the gains measured over seeds that set the margin, and the broken runs).
 
 One run, shared by the assertions: `aworld-train run` in a process of its own, started with the
 session beside the rest of the suite (tests/early_runs.py), on one thread so that it takes the core
-the suite leaves idle (about four minutes alone on two threads). Held-out figures are those every
+the suite leaves idle (about four minutes alone). Held-out figures are those every
 engine's run ends with (evaluation/run_summary.py), sampled at the run's seed, so the run before and
 after training draws each held-out sample from the same seed."""
 
@@ -29,7 +29,8 @@ HELD_OUT = 30  # the first 30 of the calculator's 50 test tasks
 # and 53 points (13% -> 60%, 20% -> 70%, 10% -> 63%); with every advantage's sign flipped it loses
 # 13 (13% -> 0%) (docs/BENCHMARKS.md); the margin sits far below the first and far above the second
 MARGIN = 0.2
-# the run alone on one thread takes about six minutes; beside the suite, longer
+# the run alone on one thread took about four minutes (246 s with tests/test_structure.py); beside
+# the suite, longer
 RUN_LIMIT_S = 2400
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(RUN_LIMIT_S)]
 
