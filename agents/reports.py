@@ -15,6 +15,7 @@ import json
 
 from aworld_train.agents.mcp_config import AgentText, env_url, one_server_agent, streamable_http
 from aworld_train.core.protocol import url_variable
+from aworld_train.env.reports import title
 
 URL_VARIABLE = url_variable("reports")
 DEFAULT_URL = "http://127.0.0.1:8769/mcp"
@@ -50,7 +51,7 @@ def _worked_example(depot: str, crates: list[int]) -> list[dict]:
     turns: list[dict] = [{"role": "user", "content": question(depot, days)}]
     for day, count in enumerate(crates, start=1):
         call_id = f"example_{depot}_{day}"
-        report = f"Depot {depot}, day {day} report.\nCrates received: {count}."
+        report = f"{title(depot, day)}\nCrates received: {count}."
         turns.append({"role": "assistant", "content": "", "tool_calls": [_call(call_id, depot, day)]})
         turns.append({"role": "tool", "content": report, "tool_call_id": call_id})
     listed = ", ".join(f"day {day}: {count}" for day, count in enumerate(crates, start=1))

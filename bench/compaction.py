@@ -1,16 +1,16 @@
 """An agent that keeps its context under a budget by summarising, against the same agent cut at the
-budget, on the long task (examples/long_reports/): daily reports of about 200 tokens, three or four
+budget, on the long task (examples/long_reports/): daily reports of about 170 tokens, three or four
 per question, within `rollout.max_total_tokens: 1024`.
 
-- `summary`: grpo_local.yaml, AWorld's own summary written by the policy after each report (its
-  notes replace the reports, and they train);
+- `summary`: grpo_local.yaml, AWorld's own summary written by the policy from the second report on
+  (its notes replace the reports before the latest one, and they train);
 - `cut`: grpo_local_cut.yaml, the same agent seeing its whole history; an episode that outgrows the
   budget ends truncated.
 
 Each variant under each seed in its own process (runs.py), on the same tasks in the same order.
 Printed per run and as means over seeds: held-out accuracy before and after, the tokens trained
 (sampled by the policy in the training steps), segments per episode, the share of training
-episodes that ended truncated, wall time and peak RSS.
+episodes that ended truncated (at the budget or at a call's own token limit), wall time and peak RSS.
 
     python bench/compaction.py [--seeds 0 1] [--steps 10] [--held-out 30] [--variants summary cut] [--out DIR]
 """

@@ -37,6 +37,11 @@ class ReportError(ValueError):
     """A report that does not exist: the message says which days and depots do."""
 
 
+def title(depot: str, day: int) -> str:
+    """A report's first line, which names its depot and day (what the reward reads as "read")."""
+    return f"Depot {depot}, day {day} report."
+
+
 def report(depot: str, day: int) -> tuple[str, int]:
     """The depot's report for the day and the crates it received (2 to 9)."""
     depot = str(depot).strip().upper()
@@ -56,7 +61,7 @@ def report(depot: str, day: int) -> tuple[str, int]:
         }
         lines.append(template.format(h=hour, **values))
     lines.insert(rng.randint(2, len(lines) - 2), f"Crates received: {crates}.")
-    return f"Depot {depot}, day {day} report.\n" + "\n".join(lines) + "\nGate closed.", crates
+    return title(depot, day) + "\n" + "\n".join(lines) + "\nGate closed.", crates
 
 
 def build_server(host: str = "127.0.0.1", port: int = 0) -> FastMCP:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aworld_train.env.reports import title
 from aworld_train.rewards.calculator import exact_answer
 
 # Below 1 (held-out accuracy counts a score of 1 only), above 0: a wrong total that names some days'
@@ -25,14 +26,10 @@ def named_counts(text: str | None) -> dict[int, int]:
     return named
 
 
-def days_read(trajectory: Any, depot: str) -> set[int]:
-    """The days whose report of `depot` reached the agent as a tool result."""
-    return {
-        int(m.group(1))
-        for call in trajectory.tool_calls
-        if not call.error
-        and (m := re.search(rf"Depot {re.escape(depot)}, day (\d+) report", call.result or ""))
-    }
+def days_read(trajectory: Any, depot: str, days: int) -> set[int]:
+    """Which of days 1 to `days` had their report of `depot` reach the agent as a tool result."""
+    results = [call.result or "" for call in trajectory.tool_calls if not call.error]
+    return {day for day in range(1, days + 1) if any(title(depot, day) in result for result in results)}
 
 
 def total_or_counts(trajectory: Any, sample: dict, partial_credit: float = PARTIAL_CREDIT) -> dict:
@@ -48,7 +45,7 @@ def total_or_counts(trajectory: Any, sample: dict, partial_credit: float = PARTI
     )
     extra = sample.get("extra_info") or {}
     crates = list(extra.get("crates", []))
-    read = days_read(trajectory, str(extra.get("depot", "")).upper())
+    read = days_read(trajectory, str(extra.get("depot", "")).upper(), len(crates))
     named = named_counts(trajectory.final_answer)
     right = sum(day in read and named.get(day) == count for day, count in enumerate(crates, start=1))
     if result["score"] < 1.0 and crates:

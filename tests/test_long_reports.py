@@ -13,7 +13,7 @@ import pytest
 import yaml
 from rewriting_agents import EpisodePolicy, sampled
 
-from aworld_train.agents.reports import build_agent, build_agent_without_summary
+from aworld_train.agents.reports import build_agent, build_agent_without_summary, question
 from aworld_train.aworld.specs import load_agent_spec
 from aworld_train.env.reports import ReportError, report
 from aworld_train.inputs.reward import RewardFunction
@@ -27,7 +27,7 @@ DEPOT, DAYS = "K7", 3
 CRATES = [report(DEPOT, day)[1] for day in range(1, DAYS + 1)]
 TASK = Task(
     "k7",
-    [f"How many crates did depot {DEPOT} receive on days 1 to {DAYS} in total?"],
+    [question(DEPOT, DAYS)],
     ground_truth=sum(CRATES),
     extra_info={"depot": DEPOT, "crates": CRATES},
     data_source="reports",

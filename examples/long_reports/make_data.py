@@ -3,7 +3,7 @@ crates its reports (env/reports.py, a pure function of depot and day) say it rec
 
 python examples/long_reports/make_data.py [--seed 0] [--train 400] [--test 100]
 
-Each report is about 200 tokens, so 3 or 4 of them overflow the examples' 1k-token budget: the
+Each report is about 170 tokens, so 3 or 4 of them overflow the examples' 1k-token budget: the
 counts read first are needed at the end, after the reports themselves no longer fit.
 """
 
