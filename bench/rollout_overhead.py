@@ -78,7 +78,7 @@ async def calculate_over_mcp(expression: str) -> str:
 
 
 def verl_config(max_response: int = 512):
-    from aworld_train.engines.verl.render import verl_defaults
+    from aworld_train.engines.verl.verl_config import verl_defaults
 
     return verl_defaults(
         [

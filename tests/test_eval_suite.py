@@ -18,7 +18,8 @@ from fake_completions_server import FakeCompletionsServer
 from aworld_train.core.errors import ModelError
 from aworld_train.evaluation.checkpoints import resolve_checkpoint
 from aworld_train.evaluation.report import EvalReport, pass_at_k
-from aworld_train.evaluation.suite import CheckpointResult, run_suite
+from aworld_train.evaluation.suite import run_suite
+from aworld_train.evaluation.suite_table import CheckpointResult
 from aworld_train.inputs.config import load_config
 from aworld_train.rollout.episodes.trajectory import Trajectory
 from aworld_train.rollout.policies.client import Generation, SamplingParams
@@ -70,7 +71,7 @@ def test_spread_across_seeds_is_the_sample_std():
 
 
 def test_tables_with_k1_do_not_repeat_pass_at_1(tmp_path):
-    from aworld_train.evaluation.suite import SuiteResult
+    from aworld_train.evaluation.suite_table import SuiteResult
 
     result = CheckpointResult("m", "m", 1)
     result.reports = {0: _report([[1.0], [0.0]])}

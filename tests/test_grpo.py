@@ -92,7 +92,7 @@ def test_equal_to_verls_own_functions_where_verl_is_installed():
     import numpy as np
     from verl.utils.config import omega_conf_to_dataclass
 
-    from aworld_train.engines.verl.render import verl_defaults
+    from aworld_train.engines.verl.verl_config import verl_defaults
 
     cfg = verl_defaults(
         [

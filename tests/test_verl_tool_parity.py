@@ -13,7 +13,7 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 from backend_support import calculator_reply, trainer_for  # noqa: E402
 from verl_loop_support import FakeLLMServerClient, instantiate_like_verl, row_kwargs  # noqa: E402
 
-from aworld_train.engines.verl.render import verl_defaults  # noqa: E402
+from aworld_train.engines.verl.verl_config import verl_defaults  # noqa: E402
 
 # ChatML with tool support that names the tools in the system turn. Names only: the two loops get
 # their JSON schemas from different sources (MCP vs verl's tool registry), whose key order differs.

@@ -9,9 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from aworld_train.aworld.agent_spec import AgentSpec, import_object, spec_from_agent
+from aworld_train.aworld.agent_spec import AgentSpec, spec_from_agent
 from aworld_train.aworld.swarm_spec import SwarmSpec, is_swarm, spec_from_swarm
 from aworld_train.core.errors import AgentSpecError, ConfigError
+from aworld_train.core.references import import_object
 from aworld_train.core.validation import explain_validation, read_yaml
 from aworld_train.rollout.gateway.process_agent import ProcessAgent
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aworld_train.aworld.agent_spec import import_object
 from aworld_train.core.errors import AgentSpecError, RewardError
+from aworld_train.core.references import import_object
 
 VERL_PARAMS = ("data_source", "solution_str", "ground_truth")
 Shape = Literal["verl", "trajectory"]

@@ -21,12 +21,12 @@ class VerlEngine(Engine):
     capabilities = Capabilities(sft=True, vllm_sampler=True, turn_advantages=True)
 
     def native_inputs(self, config) -> NativeInputs:
-        from aworld_train.engines.verl.render import native_inputs
+        from aworld_train.engines.verl.verl_config import native_inputs
 
         return native_inputs(config)
 
     def validate(self, config) -> None:
-        from aworld_train.engines.verl.render import validate_native
+        from aworld_train.engines.verl.verl_config import validate_native
 
         validate_native(config)
 

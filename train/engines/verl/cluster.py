@@ -34,7 +34,7 @@ def cluster_address(cfg: TrainConfig) -> str | None:
 def check_ray_environment(cfg: TrainConfig) -> None:
     """RAY_ADDRESS, read when trainer.ray_address is unset, is an address (checked before any
     server starts; the config's own field is checked when it is read)."""
-    from aworld_train.inputs.config import ray_address_problem
+    from aworld_train.inputs.trainer_settings import ray_address_problem
 
     value = os.environ.get("RAY_ADDRESS")
     problem = ray_address_problem(value) if value and not cfg.trainer.ray_address else None

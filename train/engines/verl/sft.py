@@ -34,7 +34,7 @@ def sft_defaults(overrides: list[str] | tuple[str, ...] = ()) -> Any:
     """verl's own `sft_trainer_engine` config, composed by Hydra as its trainer would."""
     from hydra import compose, initialize_config_dir
 
-    from aworld_train.engines.verl.render import verl_config_dir
+    from aworld_train.engines.verl.verl_config import verl_config_dir
 
     with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
         return compose(config_name="sft_trainer_engine", overrides=list(overrides))

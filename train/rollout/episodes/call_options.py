@@ -38,53 +38,70 @@ def check_options(
 ) -> None:
     """CallRefused (400, naming the parameter and the fix) for options this run cannot honour for
     `agent`'s call."""
-    control = runtime.call_control
     if options.tool_choice in ("required", "function"):
-        if not tools:
-            raise CallRefused(
-                f"tool_choice={options.tool_choice!r} forces a tool call, but the call offers no tools: "
-                "send the tools, or leave tool_choice out",
-                "tool_choice",
-            )
-        if options.tool_name is not None and options.tool_name not in tool_names(tools):
-            raise CallRefused(
-                f"tool_choice names the tool {options.tool_name!r}, which is not among the call's tools "
-                f"({', '.join(tool_names(tools))}): name one of them",
-                "tool_choice",
-            )
-        try:
-            control.forced_opening(options.tool_name)
-        except NotControllable as exc:
-            raise CallRefused(
-                f"tool_choice={options.tool_choice!r} cannot be forced with this chat template: {exc}. "
-                "Leave tool_choice 'auto' (the policy decides whether to call)",
-                "tool_choice",
-            ) from None
+        _check_forced_call(runtime, tools, options)
     if not options.parallel_tool_calls and tools:
-        try:
-            control.call_end()
-        except NotControllable as exc:
-            raise CallRefused(
-                f"parallel_tool_calls=false cannot be honoured with this chat template: {exc}. Leave it "
-                "out (the policy decides how many calls a turn makes)",
-                "parallel_tool_calls",
-            ) from None
+        _check_single_call(runtime)
     key = grammar_key(runtime, tools, options)
     if key is not None:
-        policy = runtime.router.route(agent)
-        if not isinstance(policy, ConstrainedSampling):
-            raise CallRefused(
-                f"response_format: this run's policy ({type(policy).__name__}) cannot sample under a JSON "
-                "schema's grammar; leave response_format out and ask for the format in the prompt (the "
-                "local backend's transformers sampler, rollout.engine: transformers, honours it)",
-                "response_format",
-            )
-        try:
-            policy.check_grammar(key)
-        except ValueError as exc:
-            raise CallRefused(
-                f"response_format: {exc}: give a schema it can compile", "response_format"
-            ) from None
+        _check_grammar(runtime, agent, key)
+
+
+def _check_forced_call(
+    runtime: RolloutRuntime, tools: list[dict[str, Any]] | None, options: CallOptions
+) -> None:
+    """tool_choice required or a named function: tools offered, the named one among them, and a
+    chat template whose call opening can be forced."""
+    if not tools:
+        raise CallRefused(
+            f"tool_choice={options.tool_choice!r} forces a tool call, but the call offers no tools: "
+            "send the tools, or leave tool_choice out",
+            "tool_choice",
+        )
+    if options.tool_name is not None and options.tool_name not in tool_names(tools):
+        raise CallRefused(
+            f"tool_choice names the tool {options.tool_name!r}, which is not among the call's tools "
+            f"({', '.join(tool_names(tools))}): name one of them",
+            "tool_choice",
+        )
+    try:
+        runtime.call_control.forced_opening(options.tool_name)
+    except NotControllable as exc:
+        raise CallRefused(
+            f"tool_choice={options.tool_choice!r} cannot be forced with this chat template: {exc}. "
+            "Leave tool_choice 'auto' (the policy decides whether to call)",
+            "tool_choice",
+        ) from None
+
+
+def _check_single_call(runtime: RolloutRuntime) -> None:
+    """parallel_tool_calls=false: the chat template marks where a call ends, so sampling can stop there."""
+    try:
+        runtime.call_control.call_end()
+    except NotControllable as exc:
+        raise CallRefused(
+            f"parallel_tool_calls=false cannot be honoured with this chat template: {exc}. Leave it "
+            "out (the policy decides how many calls a turn makes)",
+            "parallel_tool_calls",
+        ) from None
+
+
+def _check_grammar(runtime: RolloutRuntime, agent: str, key: GrammarKey) -> None:
+    """response_format: the agent's policy samples under a grammar, and compiles this one."""
+    policy = runtime.router.route(agent)
+    if not isinstance(policy, ConstrainedSampling):
+        raise CallRefused(
+            f"response_format: this run's policy ({type(policy).__name__}) cannot sample under a JSON "
+            "schema's grammar; leave response_format out and ask for the format in the prompt (the "
+            "local backend's transformers sampler, rollout.engine: transformers, honours it)",
+            "response_format",
+        )
+    try:
+        policy.check_grammar(key)
+    except ValueError as exc:
+        raise CallRefused(
+            f"response_format: {exc}: give a schema it can compile", "response_format"
+        ) from None
 
 
 def forced_opening(runtime: RolloutRuntime, options: CallOptions) -> str:

@@ -321,17 +321,17 @@ class Gateway:
 
     async def _messages(self, request: Request) -> Response:
         # imported on first use: the SDK's types take a while to import, and most runs never call this
-        from aworld_train.rollout.gateway import messages_api
+        from aworld_train.rollout.gateway import messages_answer, messages_api
 
         async def handle(session: Session, body: Any) -> Response:
             req: messages_api.MessagesRequest = _request(messages_api.MessagesRequest, body, session)
             messages, tools, options = req.chat_messages, req.chat_tools, req.options()
             session.endpoint.check_call(session.agent, messages=messages, tools=tools, options=options)
             reply = await session.run(session.endpoint.complete(messages, tools, session.agent, options))
-            message = messages_api.message(reply, req.model)
+            message = messages_answer.message(reply, req.model)
             if not req.stream:
-                return JSONResponse(messages_api.dump(message))
-            return event_stream(list(messages_api.events(message)))
+                return JSONResponse(messages_answer.dump(message))
+            return event_stream(list(messages_answer.events(message)))
 
         return await self._answer(request, handle, messages_api.error_body, messages_api.PARAMS)
 
