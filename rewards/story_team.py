@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from aworld_train.env.calculator import CalculatorError, evaluate
-from aworld_train.rewards.calculator import exact_answer, same_number
+from aworld_train.rewards.calculator import exact_answer, last_number, same_number
 
 # Below 1 (held-out accuracy counts a score of 1 only): the starting team answers 2 tasks in 100
 # exactly, so on the exact answer alone 92% of groups of 4 score 0 and teach nothing; its reader
@@ -56,3 +56,17 @@ def answer_or_expression(trajectory: Any, sample: dict, reader_credit: float = R
     if result["score"] < 1.0 and right:
         result["score"] = reader_credit
     return {**result, "reader_right": right}
+
+
+def each_agents_part(trajectory: Any, sample: dict, reader_credit: float = READER_CREDIT) -> dict:
+    """`answer_or_expression`'s score for the team (held-out accuracy still counts exact answers),
+    and each agent rewarded for its own part (`agent_rewards`): the reader 1 where its expression has
+    the answer's value, the calculator agent 1 where its answer is the value of what it was handed
+    (right or wrong), else 0. On the team's reward alone, the calculator agent's tokens share the
+    credit for the reader's expression whatever they did (docs/BENCHMARKS.md, `team-credit`)."""
+    result = answer_or_expression(trajectory, sample, reader_credit)
+    answer = last_number(trajectory.final_answer or "")
+    handed = expression_values(handed_text(trajectory))
+    solved = answer is not None and any(same_number(answer, value) for value in handed)
+    agents = {"reader": float(result["reader_right"]), SOLVER: float(solved)}
+    return {**result, "solver_right": solved, "agent_rewards": agents}

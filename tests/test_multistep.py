@@ -163,3 +163,24 @@ def test_the_story_reward_gives_the_reader_half_a_point_for_the_right_expression
     assert (
         answer_or_expression(_team_episode("(59 - 22) * 5", "145"), sample, reader_credit=0.0)["score"] == 0.0
     )
+
+
+def test_each_agent_of_the_story_team_can_be_rewarded_for_its_own_part():
+    from aworld_train.rewards.story_team import each_agents_part
+
+    sample = {"ground_truth": 185, "extra_info": {"expression": "(59 - 22) * 5"}}
+
+    def parts(handed: str, answer: str) -> tuple[float, dict]:
+        out = each_agents_part(_team_episode(handed, answer), sample)
+        return out["score"], out["agent_rewards"]
+
+    assert parts("(59 - 22) * 5", "The answer is 185.") == (1.0, {"reader": 1.0, "calculator_agent": 1.0})
+    # the reader was right, the calculator agent answered something else than what it was handed
+    assert parts("(59 - 22) * 5", "The answer is 145.") == (0.5, {"reader": 1.0, "calculator_agent": 0.0})
+    # the reader was wrong, the calculator agent computed what it was handed: its part was done
+    assert parts("59 - 22 * 5", "The answer is -51.") == (0.0, {"reader": 0.0, "calculator_agent": 1.0})
+    # nothing it could compute was handed over: neither did its part
+    assert parts("Fay has some books.", "The answer is 185.") == (
+        1.0,
+        {"reader": 0.0, "calculator_agent": 0.0},
+    )
