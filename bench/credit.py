@@ -18,32 +18,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from runs import run_config
-
-from aworld_train.rollout.samples.credit import anchor_text
+from runs import recurring_turns, run_config
 
 CONFIG = "examples/calculator/grpo_local_gigpo.yaml"
-
-
-def recurring_turns(run_dir: Path) -> tuple[int, int]:
-    """Over the run's trained turns after the first (the first acts on the task's prompt, which
-    every sample of the task shares): how many acted on a state another turn of their group also
-    acted on (where gigpo's step level has something to compare), and how many there were."""
-    import pyarrow.parquet as pq
-
-    shared = total = 0
-    for step in sorted((run_dir / "tokens").glob("step_*")):
-        states: dict[tuple[str, str], int] = {}
-        for part in step.glob("part-*.parquet"):
-            for row in pq.read_table(part, columns=["group", "segments"]).to_pylist():
-                trained = [seg for seg in row["segments"] if seg["turn_advantages"] is not None]
-                observations = [o for seg in trained for o in seg["turn_observations"]]
-                for observation in observations[1:]:
-                    key = (row["group"], anchor_text(observation))
-                    states[key] = states.get(key, 0) + 1
-        total += sum(states.values())
-        shared += sum(n for n in states.values() if n > 1)
-    return shared, total
 
 
 def main() -> None:

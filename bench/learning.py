@@ -43,10 +43,6 @@ class Variant:
     overrides: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
-    def key(self, seed: int, steps: int) -> str:
-        """What identifies a run, so that comparisons sharing a baseline share its runs."""
-        return json.dumps([self.config, sorted(self.overrides), seed, steps])
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -55,39 +51,76 @@ class Comparison:
     steps: int
     seeds: tuple[int, ...]
     variants: tuple[Variant, ...]  # the first is the baseline
+    size: tuple[str, ...] = ()  # overrides every variant's run takes (held-out tasks, evaluations)
+
+    def overrides(self, variant: Variant) -> tuple[str, ...]:
+        return self.size + variant.overrides
+
+    def key(self, variant: Variant, seed: int) -> str:
+        """What identifies a run, so that comparisons sharing a baseline at one size share its runs."""
+        return json.dumps([variant.config, sorted(self.overrides(variant)), seed, self.steps])
 
 
 CALC_LOCAL = Variant("local", "examples/calculator/grpo_local.yaml")
 STEPS_LOCAL = Variant("grpo", "examples/multistep/grpo_local.yaml")
 STORY_SHARED = Variant("shared policy", "examples/story_team/grpo_local.yaml")
 
+# Sizes, so that the matrix fits a few hours on 2 cores with two one-thread runs side by side
+# (OMP_NUM_THREADS=1). The calculator is mastered in about 8 steps, so it answers "does this learn
+# as the baseline does" at 5 steps on 30 held-out tasks (the learning guard's size: about 4 minutes
+# a run alone on one thread, from 10-20% to 60-70%, far from both ends); the tasks built to show a
+# feature (multi-step, team) run the 40 steps their gains take, on 30 held-out tasks.
+CALCULATOR_SIZE = ("data.max_test=30", "trainer.eval_every=1", "trainer.log_trajectories=0")
+HEADROOM_SIZE = ("data.max_test=30", "trainer.eval_every=10", "trainer.log_trajectories=0")
+
 MATRIX = (
     Comparison(
         "engines-calculator",
         "Do the three engines learn the calculator alike, evaluated one way?",
-        8,
+        5,
         (0, 1),
         (
             CALC_LOCAL,
             Variant("verl", "examples/calculator/grpo_verl_cpu.yaml"),
             Variant("areal", "examples/calculator/grpo_areal_cpu.yaml", env=AREAL_PYTHON),
         ),
+        CALCULATOR_SIZE,
     ),
     Comparison(
-        "engines-multistep",
-        "Do the three engines learn the multi-step task alike?",
-        20,
+        "sampler",
+        "Does vLLM's sampler learn as the learner's own transformers model does?",
+        5,
+        (0, 1),
+        (CALC_LOCAL, Variant("vllm", CALC_LOCAL.config, ("rollout.engine=vllm",), env=VLLM_PYTHON)),
+        CALCULATOR_SIZE,
+    ),
+    Comparison(
+        "async",
+        "Does sampling a step ahead (max_staleness 1) learn as the synchronous loop does?",
+        5,
+        (0, 1),
+        (CALC_LOCAL, Variant("async (max_staleness 1)", CALC_LOCAL.config, ("algorithm.max_staleness=1",))),
+        CALCULATOR_SIZE,
+    ),
+    Comparison(
+        "lora",
+        "Does a LoRA adapter learn as full fine-tuning does?",
+        5,
         (0, 1),
         (
-            STEPS_LOCAL,
-            Variant("verl", "examples/multistep/grpo_verl_cpu.yaml"),
-            Variant("areal", "examples/multistep/grpo_areal_cpu.yaml", env=AREAL_PYTHON),
+            CALC_LOCAL,
+            Variant(
+                "lora (rank 16, lr 2e-4)",
+                CALC_LOCAL.config,
+                ("algorithm.lora.rank=16", "algorithm.lora.alpha=32", "algorithm.lr=2.0e-4"),
+            ),
         ),
+        CALCULATOR_SIZE,
     ),
     Comparison(
         "credit",
         "Does credit per turn beat the episode's return where later calls depend on earlier ones?",
-        20,
+        40,
         (0, 1, 2),
         (
             STEPS_LOCAL,
@@ -96,41 +129,42 @@ MATRIX = (
                 "discounted", STEPS_LOCAL.config, ("algorithm.advantage=discounted", "algorithm.gamma=0.95")
             ),
         ),
+        HEADROOM_SIZE,
     ),
     Comparison(
         "policies",
         "Does a policy per agent beat one shared policy when the roles need different skills?",
-        20,
+        40,
         (0, 1, 2),
         (STORY_SHARED, Variant("a policy per agent", "examples/story_team/grpo_local_policies.yaml")),
+        HEADROOM_SIZE,
     ),
     Comparison(
-        "sampler",
-        "Does vLLM's sampler learn as the learner's own transformers model does?",
-        20,
-        (0, 1),
-        (STEPS_LOCAL, Variant("vllm", STEPS_LOCAL.config, ("rollout.engine=vllm",), env=VLLM_PYTHON)),
+        "team-credit",
+        "Does rewarding each agent for its own part teach the story team where the team's reward does not?",
+        40,
+        (0, 1, 2),
+        (
+            STORY_SHARED,
+            Variant(
+                "a reward per agent",
+                STORY_SHARED.config,
+                ("reward.fn=aworld_train.rewards.story_team:each_agents_part",),
+            ),
+        ),
+        HEADROOM_SIZE,
     ),
     Comparison(
-        "async",
-        "Does sampling a step ahead (max_staleness 1) learn as the synchronous loop does?",
-        20,
-        (0, 1),
-        (STEPS_LOCAL, Variant("async (max_staleness 1)", STEPS_LOCAL.config, ("algorithm.max_staleness=1",))),
-    ),
-    Comparison(
-        "lora",
-        "Does a LoRA adapter learn as full fine-tuning does?",
-        20,
+        "engines-multistep",
+        "Do the three engines learn the multi-step task alike?",
+        40,
         (0, 1),
         (
             STEPS_LOCAL,
-            Variant(
-                "lora (rank 16, lr 2e-4)",
-                STEPS_LOCAL.config,
-                ("algorithm.lora.rank=16", "algorithm.lora.alpha=32", "algorithm.lr=2.0e-4"),
-            ),
+            Variant("verl", "examples/multistep/grpo_verl_cpu.yaml"),
+            Variant("areal", "examples/multistep/grpo_areal_cpu.yaml", env=AREAL_PYTHON),
         ),
+        HEADROOM_SIZE,
     ),
 )
 
@@ -146,7 +180,8 @@ def recorded(path: Path) -> dict[str, dict]:
 
 def machine() -> str:
     load = os.getloadavg()[0]
-    return f"{os.cpu_count()} cores, load {load:.1f} at the start"
+    threads = os.environ.get("OMP_NUM_THREADS", "all")
+    return f"{os.cpu_count()} cores, {threads} thread(s), load {load:.1f} at the start"
 
 
 def run_missing(
@@ -163,9 +198,9 @@ def run_missing(
         for c in comparisons
         for v in c.variants
         for seed in (seeds or c.seeds)
-        if v.key(seed, c.steps) not in done and (not variants or v.name in variants)
+        if c.key(v, seed) not in done and (not variants or v.name in variants)
     ]
-    todo = list({v.key(seed, c.steps): (c, v, seed) for c, v, seed in todo}.values())
+    todo = list({c.key(v, seed): (c, v, seed) for c, v, seed in todo}.values())
     print(f"{len(todo)} runs to go (run folders in {out}; results appended to {path})", flush=True)
     for c, v, seed in todo:
         print(f"- {c.name}: {v.name} seed {seed}, {c.steps} steps", flush=True)
@@ -173,20 +208,22 @@ def run_missing(
             continue
         started = machine()
         name = f"{c.name}-{v.name}".replace(" ", "_").replace("/", "_")
-        result = run_config(v.config, seed, c.steps, out, v.overrides, name, v.env)
+        result = run_config(v.config, seed, c.steps, out, c.overrides(v), name, v.env)
         row = {
-            "key": v.key(seed, c.steps),
+            "key": c.key(v, seed),
             "comparison": c.name,
             "variant": v.name,
             "config": v.config,
-            "overrides": list(v.overrides),
+            "overrides": list(c.overrides(v)),
             "seed": seed,
             "steps": c.steps,
             "machine": started,
             "date": time.strftime("%Y-%m-%d %H:%M"),
             **{
-                k: result[k] for k in ("before", "after", "eval_curve", "sampled_tokens", "wall_s", "peak_mb")
+                k: result[k]
+                for k in ("before", "after", "eval_curve", "curve", "sampled_tokens", "wall_s", "peak_mb")
             },
+            "later_turns_recurring": result["later_turns_recurring"],
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
@@ -204,14 +241,20 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def verdict(base: list[dict], other: list[dict]) -> str:
-    """The difference of mean held-out accuracy after training, paired by seed where both ran it,
-    and whether it exceeds the spread (the larger of the two sample standard deviations)."""
+    """The difference of mean held-out accuracy after training over the seeds both ran (runs of one
+    seed are paired), and whether it exceeds the spread (the larger of the two sample standard
+    deviations over those seeds) and all seeds agree on its sign."""
     a = {r["seed"]: r["after"] for r in base}
     b = {r["seed"]: r["after"] for r in other}
-    diff = statistics.fmean(b.values()) - statistics.fmean(a.values())
-    spread = max(_mean_std(list(a.values()))[1], _mean_std(list(b.values()))[1])
-    paired = [b[s] - a[s] for s in sorted(set(a) & set(b))]
-    signs = "all seeds agree" if paired and (min(paired) > 0 or max(paired) < 0) else "seeds disagree"
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return "no seed run by both"
+    paired = [b[s] - a[s] for s in seeds]
+    diff = statistics.fmean(paired)
+    if len(seeds) < 2:
+        return f"{diff:+.0%} (seed {seeds[0]} only: no spread yet)"
+    spread = max(_mean_std([a[s] for s in seeds])[1], _mean_std([b[s] for s in seeds])[1])
+    signs = "all seeds agree" if min(paired) > 0 or max(paired) < 0 else "seeds disagree"
     beyond = "beyond the spread" if abs(diff) > spread else "inside the spread"
     return f"{diff:+.0%} ({beyond} of {spread:.0%}; {signs})"
 
@@ -225,7 +268,7 @@ def report_rows(comparisons: list[Comparison], done: dict[str, dict]) -> list[st
     for c in comparisons:
         base_rows: list[dict] = []
         for i, v in enumerate(c.variants):
-            rows = [done[v.key(s, c.steps)] for s in c.seeds if v.key(s, c.steps) in done]
+            rows = [done[c.key(v, s)] for s in c.seeds if c.key(v, s) in done]
             if not rows:
                 lines.append(f"| {c.name} | {v.name} | not run | | | | | |")
                 continue
@@ -248,7 +291,7 @@ def plot(comparisons: list[Comparison], done: dict[str, dict], path: Path) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = [c for c in comparisons if any(v.key(s, c.steps) in done for v in c.variants for s in c.seeds)]
+    shown = [c for c in comparisons if any(c.key(v, s) in done for v in c.variants for s in c.seeds)]
     if not shown:
         return
     cols = min(3, len(shown))
@@ -256,7 +299,7 @@ def plot(comparisons: list[Comparison], done: dict[str, dict], path: Path) -> No
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
     for ax, c in zip(axes.flat, shown, strict=False):
         for v in c.variants:
-            runs = [done[v.key(s, c.steps)] for s in c.seeds if v.key(s, c.steps) in done]
+            runs = [done[c.key(v, s)] for s in c.seeds if c.key(v, s) in done]
             if not runs:
                 continue
             steps = sorted({step for r in runs for step, _ in r["eval_curve"]})
@@ -303,7 +346,7 @@ def main() -> None:
     done = recorded(args.results)
     if args.action == "list":
         for c in chosen:
-            have = sum(v.key(s, c.steps) in done for v in c.variants for s in c.seeds)
+            have = sum(c.key(v, s) in done for v in c.variants for s in c.seeds)
             print(f"{c.name}: {c.question} {len(c.variants)} variants x seeds {list(c.seeds)}, {c.steps} steps; "
                   f"{have} of {len(c.variants) * len(c.seeds)} runs recorded")  # fmt: skip
         return

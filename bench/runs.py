@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aworld_train.evaluation.run_summary import eval_curve, held_out_figures
+from aworld_train.rollout.samples.credit import anchor_text
 from aworld_train.rollout.samples.token_log import PART_GLOB, TOKENS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +29,27 @@ def sampled_tokens(run_dir: Path) -> int:
         for step in (run_dir / TOKENS_DIR).glob("step_*")
         for part in step.glob(PART_GLOB)
     )
+
+
+def recurring_turns(run_dir: Path) -> tuple[int, int]:
+    """Over the run's trained turns after the first (the first acts on the task's prompt, which
+    every sample of the task shares): how many acted on a state another turn of their group also
+    acted on (where gigpo's step level has something to compare), and how many there were."""
+    import pyarrow.parquet as pq
+
+    shared = total = 0
+    for step in sorted((run_dir / TOKENS_DIR).glob("step_*")):
+        states: dict[tuple[str, str], int] = {}
+        for part in step.glob(PART_GLOB):
+            for row in pq.read_table(part, columns=["group", "segments"]).to_pylist():
+                trained = [seg for seg in row["segments"] if seg["turn_advantages"] is not None]
+                observations = [o for seg in trained for o in seg["turn_observations"]]
+                for observation in observations[1:]:
+                    key = (row["group"], anchor_text(observation))
+                    states[key] = states.get(key, 0) + 1
+        total += sum(states.values())
+        shared += sum(n for n in states.values() if n > 1)
+    return shared, total
 
 
 def run_config(
@@ -69,6 +91,7 @@ def run_config(
         "eval_curve": [(step, f.accuracy) for step, f in eval_curve(run_dir, 1)],
         "curve": [row["reward_mean"] for row in rows if "reward_mean" in row and row.get("phase") != "eval"],
         "sampled_tokens": sampled_tokens(run_dir),
+        "later_turns_recurring": recurring_turns(run_dir),
         "wall_s": wall,
         "peak_mb": peak_kb / 1024,
     }
