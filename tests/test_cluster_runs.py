@@ -13,6 +13,7 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 import yaml  # noqa: E402
 from backend_support import trainer_for  # noqa: E402
 
+from aworld_train.aworld import install  # noqa: E402
 from aworld_train.core.errors import ConfigError  # noqa: E402
 from aworld_train.engines import node_servers  # noqa: E402
 from aworld_train.inputs.config import load_config  # noqa: E402
@@ -32,6 +33,9 @@ def cpu_config(tiny_model_dir, **trainer):
 def test_a_run_that_joins_a_cluster_forwards_what_workers_need_and_no_secret(
     tmp_path, tiny_model_dir, monkeypatch
 ):
+    # AWorld's patches are put in place once a session, at the level set then: at the default
+    # level, before this test's ERROR, or every later test sees AWorld's warnings dropped
+    install()
     monkeypatch.setenv("AWORLD_TRAIN_AWORLD_LOG_LEVEL", "ERROR")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-disk")
     run = trainer_for(tmp_path, cpu_config(tiny_model_dir, ray_address="10.0.0.1:6379")).render()
