@@ -18,7 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from runs import recurring_turns, run_config
+from runs import run_config
 
 CONFIG = "examples/calculator/grpo_local_gigpo.yaml"
 
@@ -39,7 +39,7 @@ def main() -> None:
             row = run_config(CONFIG, seed, args.steps, out, [f"algorithm.advantage={estimator}"], estimator)
             results.append(row)
             curve = " ".join(f"{r:.2f}" for r in row["curve"])
-            shared, total = recurring_turns(out / f"{estimator}-seed{seed}")
+            shared, total = row["later_turns_recurring"]
             print(
                 f"{estimator:10s} seed {seed}: held-out {row['before']:.0%} -> {row['after']:.0%} | "
                 f"train reward by step {curve} | later turns on a recurring state {shared}/{total} | "

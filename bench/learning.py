@@ -221,9 +221,17 @@ def run_missing(
             "date": time.strftime("%Y-%m-%d %H:%M"),
             **{
                 k: result[k]
-                for k in ("before", "after", "eval_curve", "curve", "sampled_tokens", "wall_s", "peak_mb")
+                for k in (
+                    "before",
+                    "after",
+                    "eval_curve",
+                    "curve",
+                    "sampled_tokens",
+                    "later_turns_recurring",
+                    "wall_s",
+                    "peak_mb",
+                )
             },
-            "later_turns_recurring": result["later_turns_recurring"],
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
