@@ -79,7 +79,15 @@ def _resolved(url: str) -> str:
         return url
 
 
-async def reachable(url: str, timeout: float = 2.0) -> bool:
+# A server that is down refuses the connection at once; a listening one on this machine is
+# connected by the kernel even while it is busy, so a connect that takes long is this process's own
+# event loop behind (dozens of episodes starting at once on a loaded CPU). Two seconds took busy
+# runs' live servers for dead ones (episodes ended tool_server_down beside a vLLM run).
+_CONNECT_TIMEOUT_S = 15.0
+
+
+async def reachable(url: str, timeout: float = _CONNECT_TIMEOUT_S) -> bool:
+    """Whether the server at `url` accepts a TCP connection within `timeout` seconds."""
     parsed = urlparse(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
