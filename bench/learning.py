@@ -32,6 +32,8 @@ from runs import ROOT, run_config
 RESULTS = ROOT / "bench" / "results" / "learning.jsonl"
 AREAL_PYTHON = {"AWORLD_TRAIN_AREAL_PYTHON": str(ROOT / ".venv-areal" / "bin" / "python")}
 VLLM_PYTHON = {"AWORLD_TRAIN_VLLM_PYTHON": str(ROOT / ".venv-vllm" / "bin" / "python")}
+# where an engine's Python is: not a training setting, so not part of what identifies a run
+WHERE_PYTHON_IS = {*AREAL_PYTHON, *VLLM_PYTHON}
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,14 @@ class Comparison:
 
     def key(self, variant: Variant, seed: int) -> str:
         """What identifies a run, so that comparisons sharing a baseline at one size share its runs."""
-        return json.dumps([variant.config, sorted(self.overrides(variant)), seed, self.steps])
+        key: list = [variant.config, sorted(self.overrides(variant)), seed, self.steps]
+        settings = sorted((k, v) for k, v in variant.env.items() if k not in WHERE_PYTHON_IS)
+        return json.dumps(key + [settings] if settings else key)
 
 
 CALC_LOCAL = Variant("local", "examples/calculator/grpo_local.yaml")
+# bf16 on a CPU with native bf16 matmuls: the local backend's default there until float32 replaced it
+BF16_LOCAL = Variant("bf16", CALC_LOCAL.config, env={"AWORLD_TRAIN_DTYPE": "bfloat16"})
 STEPS_LOCAL = Variant("grpo", "examples/multistep/grpo_local.yaml")
 STORY_SHARED = Variant("shared policy", "examples/story_team/grpo_local.yaml")
 
@@ -92,6 +98,15 @@ MATRIX = (
         5,
         (0, 1),
         (CALC_LOCAL, Variant("vllm", CALC_LOCAL.config, ("rollout.engine=vllm",), env=VLLM_PYTHON)),
+        CALCULATOR_SIZE,
+    ),
+    Comparison(
+        "dtype",
+        "Does a bf16 model (its optimizer's float32 masters rounded into it after each step) learn as "
+        "a float32 one, the CPU's default, does?",
+        5,
+        (0, 1),
+        (BF16_LOCAL, Variant("float32 (the default)", CALC_LOCAL.config)),
         CALCULATOR_SIZE,
     ),
     Comparison(
@@ -178,10 +193,13 @@ def recorded(path: Path) -> dict[str, dict]:
     return {row["key"]: row for row in rows}
 
 
-def machine() -> str:
+def machine(env: dict[str, str]) -> str:
+    """The machine a run starts on, and the settings of its environment (`env`: the variant's)."""
     load = os.getloadavg()[0]
-    threads = os.environ.get("OMP_NUM_THREADS", "all")
-    return f"{os.cpu_count()} cores, {threads} thread(s), load {load:.1f} at the start"
+    run_env = {**os.environ, **env}
+    threads = run_env.get("OMP_NUM_THREADS", "all")
+    dtype = run_env.get("AWORLD_TRAIN_DTYPE", "the default")
+    return f"{os.cpu_count()} cores, {threads} thread(s), dtype {dtype}, load {load:.1f} at the start"
 
 
 def run_missing(
@@ -206,7 +224,7 @@ def run_missing(
         print(f"- {c.name}: {v.name} seed {seed}, {c.steps} steps", flush=True)
         if dry_run:
             continue
-        started = machine()
+        started = machine(v.env)
         name = f"{c.name}-{v.name}".replace(" ", "_").replace("/", "_")
         result = run_config(v.config, seed, c.steps, out, c.overrides(v), name, v.env)
         row = {
@@ -228,6 +246,7 @@ def run_missing(
                     "curve",
                     "sampled_tokens",
                     "later_turns_recurring",
+                    "failed_episodes",
                     "wall_s",
                     "peak_mb",
                 )
@@ -236,9 +255,11 @@ def run_missing(
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
             f.write(json.dumps(row) + "\n")
+        failed = row["failed_episodes"]
         print(
             f"  held-out {row['before']:.0%} -> {row['after']:.0%}, {row['sampled_tokens']:,} sampled tokens, "
-            f"{row['wall_s'] / 60:.1f} min, peak RSS {row['peak_mb']:,.0f} MB",
+            f"{row['wall_s'] / 60:.1f} min, peak RSS {row['peak_mb']:,.0f} MB, failed episodes: "
+            f"{failed['train']} in training, {failed['eval']} held-out",
             flush=True,
         )
 
@@ -270,15 +291,15 @@ def verdict(base: list[dict], other: list[dict]) -> str:
 def report_rows(comparisons: list[Comparison], done: dict[str, dict]) -> list[str]:
     lines = [
         "| comparison | variant | runs (seeds) | held-out before | held-out after | against the baseline "
-        "| sampled tokens | wall per run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| sampled tokens | wall per run | failed episodes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in comparisons:
         base_rows: list[dict] = []
         for i, v in enumerate(c.variants):
             rows = [done[c.key(v, s)] for s in c.seeds if c.key(v, s) in done]
             if not rows:
-                lines.append(f"| {c.name} | {v.name} | not run | | | | | |")
+                lines.append(f"| {c.name} | {v.name} | not run | | | | | | |")
                 continue
             base_rows = rows if i == 0 else base_rows
             before, after = _mean_std([r["before"] for r in rows]), _mean_std([r["after"] for r in rows])
@@ -288,9 +309,15 @@ def report_rows(comparisons: list[Comparison], done: dict[str, dict]) -> list[st
             seeds = ", ".join(str(r["seed"]) for r in rows)
             lines.append(
                 f"| {c.name} ({c.steps} steps) | {v.name} | {len(rows)} ({seeds}) | {before[0]:.0%} ± {before[1]:.0%} "
-                f"| {after[0]:.0%} ± {after[1]:.0%} | {against} | {tokens:,.0f} | {walls} min |"
+                f"| {after[0]:.0%} ± {after[1]:.0%} | {against} | {tokens:,.0f} | {walls} min | {_failed(rows)} |"
             )
     return lines
+
+
+def _failed(rows: list[dict]) -> str:
+    """Failed episodes per run, in training + held-out (a run recorded before they were counted: ?)."""
+    counts = [r.get("failed_episodes") for r in rows]
+    return ", ".join("?" if f is None else f"{f['train']} + {f['eval']}" for f in counts)
 
 
 def plot(comparisons: list[Comparison], done: dict[str, dict], path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aworld_train.evaluation.run_summary import eval_curve, held_out_figures
+from aworld_train.rollout.episodes.trajectory import FAILED_STATUSES
 from aworld_train.rollout.samples.credit import anchor_text
 from aworld_train.rollout.samples.token_log import PART_GLOB, TOKENS_DIR
 
@@ -52,6 +53,22 @@ def recurring_turns(run_dir: Path) -> tuple[int, int]:
     return shared, total
 
 
+def failed_episodes(run_dir: Path) -> dict[str, int]:
+    """Episodes that failed (a tool server down, a timeout: FAILED_STATUSES) in the run's training
+    steps and in its held-out evaluations, from its token files (every engine writes them): a failed
+    episode trains nothing and scores 0, so a run with many of them measures its machine as much
+    as its learning."""
+    import pyarrow.parquet as pq
+
+    failed = {"train": 0, "eval": 0}
+    root = run_dir / TOKENS_DIR
+    for part in root.rglob(PART_GLOB):  # step_N/part-*, eval/<set>/part-*
+        phase = "eval" if part.relative_to(root).parts[0] == "eval" else "train"
+        statuses = pq.read_table(part, columns=["status"]).column("status").to_pylist()
+        failed[phase] += sum(status in FAILED_STATUSES for status in statuses)
+    return failed
+
+
 def run_config(
     config: str,
     seed: int,
@@ -62,8 +79,9 @@ def run_config(
     env: Mapping[str, str] | None = None,
 ) -> dict:
     """Held-out accuracy before and after (and at every evaluation between), the train reward per
-    step, sampled tokens, wall time and peak RSS (/usr/bin/time: the run's process tree's largest
-    process). Exits naming the run where it fails."""
+    step, sampled tokens, wall time, peak RSS (/usr/bin/time: the run's process tree's largest
+    process) and failed episodes. The run's output is kept in its folder (run.log). Exits naming
+    the run where it fails."""
     run_dir = out / f"{name or Path(config).stem}-seed{seed}"
     command = [
         "/usr/bin/time", "-v", sys.executable, "-m", "aworld_train.facade.cli", "run", config,
@@ -75,6 +93,8 @@ def run_config(
         command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}
     )
     wall = time.perf_counter() - started
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise SystemExit(
             f"{name or config} seed {seed} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -92,6 +112,7 @@ def run_config(
         "curve": [row["reward_mean"] for row in rows if "reward_mean" in row and row.get("phase") != "eval"],
         "sampled_tokens": sampled_tokens(run_dir),
         "later_turns_recurring": recurring_turns(run_dir),
+        "failed_episodes": failed_episodes(run_dir),
         "wall_s": wall,
         "peak_mb": peak_kb / 1024,
     }

@@ -53,10 +53,10 @@ def test_an_areal_run_folder_is_its_latest_saved_folder(tmp_path):
 
 
 def test_a_checkpoint_loads_in_the_dtype_areals_actor_saved(tmp_path, tiny_model_dir, monkeypatch):
-    """AReaL's CPU actor computes and saves float32 and its policy server samples in float32; on a CPU
-    with bf16 the loader would pick bf16 and the run's figure would not reproduce. AWORLD_TRAIN_DTYPE,
+    """AReaL's CPU actor computes and saves float32 and its policy server samples in float32; where
+    the loader's default is bf16 (a GPU) the run's figure would not reproduce. AWORLD_TRAIN_DTYPE,
     where set, decides instead. Any other model folder loads as before."""
-    monkeypatch.setattr(models, "best_dtype", lambda: torch.bfloat16)  # a CPU with native bf16
+    monkeypatch.setattr(models, "best_dtype", lambda: torch.bfloat16)  # a loader whose default is bf16
     monkeypatch.delenv(models.DTYPE_VARIABLE, raising=False)
     _, root = saved_root(tmp_path)
     folder = shutil.copytree(tiny_model_dir, root / "epoch0epochstep1globalstep1")

@@ -8,8 +8,8 @@ Hugging Face weights and tokenizer, or with `actor.use_lora` the peft adapter al
 (`base_model_name_or_path`) as the CPU policy server serves it (`rollout/policies/adapters.py`).
 The run's file root, experiment and trial names are read from its `areal/areal_config.yaml`. A saved
 folder loads in the dtype its tensors have, which is the one AReaL's actor computed in and the CPU
-run's policy server sampled in (float32); on a CPU with bf16 the default would be bf16, and the
-figure would not reproduce. AWORLD_TRAIN_DTYPE, where set, decides instead.
+run's policy server sampled in (float32), whatever the loader's own default (bf16 on a GPU), so
+that the figure reproduces. AWORLD_TRAIN_DTYPE, where set, decides instead.
 """
 
 from __future__ import annotations
