@@ -32,8 +32,11 @@ def exact_answer_and_steps(
     error_penalty: float = ERROR_PENALTY,
     partial_credit: float = PARTIAL_CREDIT,
 ) -> dict:
-    """`score`: 1.0 for the exact final answer, else partial_credit times the share of the chain's
-    intermediate values the calls reached (0 turns it off). `turn_rewards`, one per LLM call:
+    """`score`: 1.0 for the exact final answer, else, for an episode that answered (status ok),
+    partial_credit times the share of the chain's intermediate values the calls reached (0 turns
+    it off); an episode that never answered (it ran out of turns or tokens) scores 0: paid for its
+    calls alone, the float32 run learned to call the tool until `max_assistant_turns` and never
+    answer (no held-out answer at step 10, mean reward 0.26). `turn_rewards`, one per LLM call:
     +step_bonus on a call whose tool result is the chain's next intermediate value (the task's
     `extra_info.steps`, in order: each value earns once), -error_penalty (0 by default) on a call
     the tool refused."""
@@ -55,5 +58,6 @@ def exact_answer_and_steps(
             turns[call.turn] += step_bonus
             reached += 1
     if result["score"] < 1.0 and steps:
-        result["score"] = partial_credit * reached / len(steps)
+        answered = trajectory.status == "ok"
+        result["score"] = partial_credit * reached / len(steps) if answered else 0.0
     return {**result, "steps_reached": reached, "turn_rewards": turns}

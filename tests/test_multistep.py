@@ -107,6 +107,12 @@ def test_the_reward_pays_each_intermediate_value_in_order_and_penalises_refused_
     assert exact_answer_and_steps(wrong, sample, partial_credit=0.0)["score"] == 0.0
     penalised = exact_answer_and_steps(wrong, sample, error_penalty=0.2)
     assert penalised["turn_rewards"] == [-0.2, 0.0, 0.1, 0.0]
+    # no partial credit without an answer: an episode that ran out of turns (or tokens) calling the tool
+    for status in ("max_turns", "truncated"):
+        wrong.status = status
+        unanswered = exact_answer_and_steps(wrong, sample)
+        assert unanswered["score"] == 0.0 and unanswered["steps_reached"] == 1
+        assert unanswered["turn_rewards"] == [0.0, 0.0, 0.1, 0.0]  # credit per turn keeps its step bonus
     # a value the tool prints rounded reaches the step, compared as the final answer is
     thirds = {"ground_truth": 2, "extra_info": {"steps": [1 / 3, 2]}}
     rounded = _episode([("1 / 3", "1 / 3 = 0.3333333333", False)], "0.3", 2)
