@@ -67,3 +67,36 @@ def test_the_report_says_which_variants_have_no_run_yet():
     lines = learning.report_rows([comparison], done)
     assert "| 2 (0, 1) | 10% ± 0% | 65% ± 7% | baseline |" in lines[2]
     assert all("not run" in line for line in lines[3:])
+
+
+def test_a_variants_settings_are_part_of_its_runs_key_but_not_where_its_python_is():
+    dtype = next(c for c in learning.MATRIX if c.name == "dtype")
+    bf16, default = dtype.variants
+    assert dtype.key(bf16, 0) != dtype.key(default, 0)
+    assert "bfloat16" in dtype.key(bf16, 0)
+    vllm = next(c for c in learning.MATRIX if c.name == "sampler").variants[1]
+    assert "AWORLD_TRAIN_VLLM_PYTHON" not in dtype.key(vllm, 0)
+    # the float32 variant is the CPU's default run: the baseline every other calculator comparison shares
+    assert dtype.key(default, 0) == learning.MATRIX[0].key(learning.CALC_LOCAL, 0)
+
+
+def test_a_runs_failed_episodes_are_counted_from_its_token_files_and_reported(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import runs
+
+    def part(folder: str, statuses: list[str]) -> None:
+        (tmp_path / "tokens" / folder).mkdir(parents=True)
+        pq.write_table(
+            pa.table({"status": statuses}), tmp_path / "tokens" / folder / "part-0-000001-a.parquet"
+        )
+
+    part("step_000001", ["ok", "timeout", "tool_server_down", "malformed_tool_call"])
+    part("step_000002", ["ok", "max_turns"])
+    part("eval/before", ["ok", "truncated"])
+    part("eval/after", ["tool_server_down", "ok"])
+    failed = runs.failed_episodes(tmp_path)
+    assert failed == {"train": 2, "eval": 1}  # malformed, max_turns and truncated are no failure
+    rows = [{"failed_episodes": failed}, {}]  # a run recorded before they were counted
+    assert learning._failed(rows) == "2 + 1, ?"
