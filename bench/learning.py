@@ -76,7 +76,7 @@ STORY_SHARED = Variant("shared policy", "examples/story_team/grpo_local.yaml")
 # on 30 held-out tasks, evaluated every step (8-15 minutes a run; from 13-20% to 60-97%: float32
 # comes near the ceiling, so a variant that learns faster still would hardly show). The tasks built
 # to show a feature run the 40 steps their gains take, on 30 held-out tasks: about 40 minutes a run
-# on the story team, 2 hours or more on the multi-step task (docs/BENCHMARKS.md).
+# on the story team, about an hour on the multi-step task (docs/BENCHMARKS.md).
 CALCULATOR_SIZE = ("data.max_test=30", "trainer.eval_every=1", "trainer.log_trajectories=0")
 HEADROOM_SIZE = ("data.max_test=30", "trainer.eval_every=10", "trainer.log_trajectories=0")
 
