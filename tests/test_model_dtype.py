@@ -1,12 +1,12 @@
 """Which dtype a model loads in: float32 on a CPU (bf16 sampling lags what the learner learned:
-docs/BENCHMARKS.md, "The matrix", dtype), bf16 on a GPU, AWORLD_TRAIN_DTYPE deciding where set."""
+docs/BENCHMARKS.md, "The matrix", dtype), bf16 on a GPU, AWORLD_TRAIN_DTYPE deciding where set
+(an unknown value is refused before any model loads: tests/test_bad_cli_inputs.py, dtype_unknown)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from aworld_train.core.errors import ModelError
 from aworld_train.rollout.policies import models
 
 
@@ -38,9 +38,3 @@ def test_the_users_dtype_wins_on_either(on_gpu, monkeypatch, value, expected):
         on_gpu(gpu)
         monkeypatch.setenv(models.DTYPE_VARIABLE, value)
         assert models.best_dtype() is expected
-
-
-def test_an_unknown_dtype_names_the_variable_and_the_choices(monkeypatch):
-    monkeypatch.setenv(models.DTYPE_VARIABLE, "fp8")
-    with pytest.raises(ModelError, match=r"AWORLD_TRAIN_DTYPE='fp8': use bfloat16, float32 or auto"):
-        models.best_dtype()
