@@ -23,9 +23,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from runs import run_config
-
 from aworld_train.rollout.samples.token_log import PART_GLOB, TOKENS_DIR
+from runs import run_config
 
 VARIANTS = {
     "summary": "examples/long_reports/grpo_local.yaml",
