@@ -39,6 +39,7 @@ class Parts:
     learner: GRPOLearner | TeamLearner
     failures: FailureStreak
     trained: TrainedSoFar
+    frozen_agents: list[str]  # whose tokens carry no loss: rollout.frozen_agents and a frozen policy's
 
     def close(self) -> None:
         """What the run started to sample with (vLLM's server), stopped."""
@@ -141,4 +142,5 @@ def build_parts(inputs: RunInputs, checkpoint: Path | None) -> Parts:
     else:
         learner = TeamLearner.of_adapters(model, plan, cfg.algorithm, temperature, policy.pad_id, policy)
     failures = FailureStreak(cfg.trainer.stop_after_failed_steps)
-    return Parts(tokenizer, model, runner, policy, router, learner, failures, TrainedSoFar())
+    frozen = plan.frozen_agents(cfg.rollout.frozen_agents)
+    return Parts(tokenizer, model, runner, policy, router, learner, failures, TrainedSoFar(), frozen)

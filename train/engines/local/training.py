@@ -19,10 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from aworld_train.core.atomic_files import write_text
 from aworld_train.core.errors import RunCannotLearn, RunStoppedByDisk
-from aworld_train.engines.local.checkpoints import prune_checkpoints, save_checkpoint
+from aworld_train.engines.local.checkpoints import (
+    checkpoint_to_resume,
+    prune_checkpoints,
+    restore,
+    save_checkpoint,
+)
 from aworld_train.engines.local.disk import disk_error, disk_full
 from aworld_train.engines.local.display import StepDisplay, console, show_done
-from aworld_train.engines.local.resume import checkpoint_to_resume, restore
 from aworld_train.engines.local.run_folder import RunFolder
 from aworld_train.engines.local.samples import build_samples
 from aworld_train.engines.local.sampling import StepSampler
@@ -37,7 +41,7 @@ from aworld_train.engines.local.step_metrics import (
 from aworld_train.evaluation.held_out import held_out
 from aworld_train.evaluation.report import EvalReport, evaluate_held_out
 from aworld_train.prerun.servers import running_envs
-from aworld_train.rollout.policies.checkpoint_layout import adapter_bytes
+from aworld_train.rollout.policies.checkpoint_layout import adapter_bytes, has_adapter
 from aworld_train.rollout.policies.router import PolicyRouter
 from aworld_train.rollout.samples.credit import credit_of
 from aworld_train.rollout.samples.token_log import EpisodeNotes, step_set
@@ -127,7 +131,7 @@ class LocalTraining:
             groups,
             credit_of(cfg.algorithm),
             cfg.rollout.train_on_malformed,
-            self.inputs.plan.frozen_agents(cfg.rollout.frozen_agents),
+            self.parts.frozen_agents,
         )
         learn_started = time.perf_counter()
         metrics = {
@@ -245,7 +249,7 @@ class LocalTraining:
             "step_s_mean": statistics.fmean(record.step_times) if record.step_times else None,
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }
-        if final is not None and self.inputs.plan.lone_adapter:
+        if final is not None and has_adapter(final):  # a run of one LoRA policy
             summary["adapter_mb"] = round(adapter_bytes(final) / 2**20, 2)
         show_done(summary, self.folder.path)
         return summary
