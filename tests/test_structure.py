@@ -225,6 +225,37 @@ def test_only_the_cli_imports_the_viewer():
     assert not {m: n for m, n in offenders.items() if n}, offenders
 
 
+# The run's policy plan (inputs/policy_plan.py) is resolved once, at start, and read where a policy
+# matters: validated (config, facade), carried (RunInputs), refused by an engine that takes one policy
+# (protocol), built (local startup and team), saved and resumed (local checkpoints), evaluated and
+# viewed from a saved run. A module that starts reading it re-derives what these already hold.
+PLAN_READERS = {
+    "aworld_train.inputs.config",
+    "aworld_train.facade.trainer",
+    "aworld_train.inputs.run",
+    "aworld_train.engines.protocol",
+    "aworld_train.engines.local.startup",
+    "aworld_train.engines.local.team",
+    "aworld_train.engines.local.checkpoints",
+    "aworld_train.evaluation.checkpoints",
+    "aworld_train.viewer.views",
+}
+
+
+def test_the_policy_plan_is_read_only_where_a_policy_matters():
+    modules = _modules()
+    readers = {
+        name
+        for name, path in modules.items()
+        if "aworld_train.inputs.policy_plan" in _imports(path, module_level_only=False, type_checking=True)
+    }
+    assert readers == PLAN_READERS, (
+        f"modules importing the policy plan: new {sorted(readers - PLAN_READERS)}, gone "
+        f"{sorted(PLAN_READERS - readers)}; take what a policy needs from the modules that read the plan "
+        "(startup builds, checkpoints saves and resumes), or name the new reader in PLAN_READERS and why"
+    )
+
+
 def test_protocol_is_the_ground_floor():
     assert _imports(ROOT / "train" / "core" / "protocol.py", module_level_only=False) == set()
 
