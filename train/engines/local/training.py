@@ -2,8 +2,8 @@
 
 `LocalTraining.run` is the run loop: evaluate before, then per step sample, score, learn and record
 (`train_step`), show it, save and evaluate at their cadence; at the end save, evaluate after and sum
-up. Its parts: what it trains with (`startup.py`), resuming (`resume.py`), where each step's
-episodes come from (`sampling.py`), the step's figures (`step_metrics.py`), checkpoints
+up. Its parts: what it trains with (`startup.py`), where each step's episodes come from
+(`sampling.py`), the step's figures (`step_metrics.py`), checkpoints written and resumed from
 (`checkpoints.py`), what it shows (`display.py`), a full disk (`disk.py`).
 """
 
