@@ -51,7 +51,7 @@ def test_grpo_gives_every_turn_the_episode_advantage():
 def test_discounted_compares_each_return_to_go_with_the_group():
     assert returns_to_go([0.0, 0.0, 1.0], 0.9) == pytest.approx([0.81, 0.9, 1.0])
     firsts = [0.9, 0.0, 0.81]  # G_0 of A, B, C at gamma 0.9
-    mean, scale = sum(firsts) / 3, _std(firsts) + EPS
+    mean, scale = sum(firsts) / 3, _std([1.0, 0.0, 1.0]) + EPS  # scaled by the returns undiscounted
     expected = [
         [(0.9 - mean) / scale, (1.0 - mean) / scale],
         [(0.0 - mean) / scale, (0.0 - mean) / scale],
@@ -64,7 +64,7 @@ def test_gigpo_adds_a_step_advantage_over_recurring_states():
     episode = turn_advantages("grpo", GROUP, ["g"] * 3)
     # state "q" recurs in all three (G_0: 0.9, 0, 0.81); "r=5" in A and B (G_1: 1, 0); "r=7" and
     # "x" are seen once: their turns keep the episode-level advantage alone (the paper's fallback)
-    q_mean, q_scale = 1.71 / 3, _std([0.9, 0.0, 0.81]) + EPS
+    q_mean, q_scale = 1.71 / 3, _std([1.0, 0.0, 1.0]) + EPS  # scaled by their G_0 undiscounted
     r5 = 0.5 / (_std([1.0, 0.0]) + EPS)
     expected = [
         [episode[0][0] + 0.5 * (0.9 - q_mean) / q_scale, episode[0][1] + 0.5 * r5],
@@ -75,6 +75,25 @@ def test_gigpo_adds_a_step_advantage_over_recurring_states():
     assert _close(out, expected)
     # C's last two states are its own: nothing to compare them with, so no step-level term
     assert out[2][1] == out[2][2] == pytest.approx(episode[2][0])
+
+
+def test_the_discount_alone_never_gives_an_advantage_the_size_of_a_reward_difference():
+    # four answers of equal reward, three after one call and one after two (its first state, the
+    # question, shared by all): the discount tells them apart by a few hundredths; scaled by their
+    # own tiny std it had given the longer one -1.5 (gigpo) and every last turn +2.6 (discounted)
+    def episode(calls: int, reward: float = 0.25) -> list[Turn]:
+        return [Turn(0.0, "q"), *(Turn(0.0, f"r{i}") for i in range(1, calls)), Turn(reward, "a")]
+
+    tied = [episode(1), episode(1), episode(1), episode(2)]
+    for estimator in ("gigpo", "discounted"):
+        out = turn_advantages(estimator, tied, ["g"] * 4, gamma=0.95)
+        assert max(abs(a) for unit in out for a in unit) < 0.05, (estimator, out)
+    # a real reward difference in the same group is still scaled to the size GRPO gives it
+    mixed = [episode(1), episode(1, 0.0), episode(1), episode(2)]
+    grpo = turn_advantages("grpo", mixed, ["g"] * 4)
+    for estimator in ("gigpo", "discounted"):
+        out = turn_advantages(estimator, mixed, ["g"] * 4, gamma=0.95)
+        assert out[1][0] < -0.5 * abs(grpo[1][0]) and out[0][-1] > 0, (estimator, out)
 
 
 def test_without_turn_rewards_every_estimator_is_grpo_at_gamma_one():

@@ -111,9 +111,9 @@ def test_gigpo_in_verls_registry_gives_the_hand_computed_advantages(monkeypatch)
 
 def test_discounted_in_verls_registry_gives_the_hand_computed_advantages(monkeypatch):
     monkeypatch.delenv(CREDIT_ENV, raising=False)
-    # gamma 0.5: A's returns-to-go 0.75, 0.5 against G_0s 0.75, 0 (mean 0.375, std sqrt(2) * 0.375);
-    # C's 0.5, 1 against G_0s 0.5, 0 (mean 0.25, std sqrt(2) * 0.25)
-    s1, s2 = math.sqrt(2) * 0.375 + EPS, math.sqrt(2) * 0.25 + EPS
+    # gamma 0.5: A's returns-to-go 0.75, 0.5 against G_0s 0.75, 0 (mean 0.375); C's 0.5, 1 against
+    # G_0s 0.5, 0 (mean 0.25); each group scaled by its returns undiscounted, 1 and 0 (std sqrt(2) / 2)
+    s1 = s2 = math.sqrt(2) / 2 + EPS
     hand = {
         "eA/": [0.375 / s1, 0.125 / s1],
         "eB/": [-0.375 / s1, -0.375 / s1],

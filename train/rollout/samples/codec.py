@@ -190,21 +190,35 @@ def agent_units(episodes: Sequence[EpisodeSamples], groups: Sequence[Hashable]) 
 
 
 def group_advantages(
-    rewards: Sequence[float], groups: Sequence[Hashable], norm_by_std: bool = True, eps: float = 1e-6
+    rewards: Sequence[float],
+    groups: Sequence[Hashable],
+    norm_by_std: bool = True,
+    eps: float = 1e-6,
+    spread: Sequence[float] | None = None,
 ) -> list[float]:
     """(r - mean of its group) / (std of its group + eps); a group of one gets 0.
 
-    std is the unbiased one, as verl's GRPO computes it (torch.std)."""
+    std is the unbiased one, as verl's GRPO computes it (torch.std). `spread` (default: `rewards`)
+    gives the values whose std scales each group, and a group whose spread is nil is not scaled:
+    a discounted return is scaled by the spread of the undiscounted ones, so that episodes of equal
+    reward, told apart by the discount alone, never get advantages the size of a reward difference."""
     by_group: dict[Hashable, list[int]] = defaultdict(list)
     for index, group in enumerate(groups):
         by_group[group].append(index)
+    spread = rewards if spread is None else spread
     out = [0.0] * len(rewards)
     for members in by_group.values():
         if len(members) < 2:
             continue
         values = [float(rewards[i]) for i in members]
         mean = statistics.fmean(values)
-        scale = statistics.stdev(values) + eps if norm_by_std else 1.0
+        scale = group_scale([float(spread[i]) for i in members], norm_by_std, eps)
         for i, value in zip(members, values, strict=True):
             out[i] = (value - mean) / scale
     return out
+
+
+def group_scale(spread: list[float], norm_by_std: bool, eps: float) -> float:
+    """std + eps of a group's spread; 1 where it is nil (a tie) or norm_by_std is off."""
+    std = statistics.stdev(spread)
+    return std + eps if norm_by_std and std > eps else 1.0

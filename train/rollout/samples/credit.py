@@ -8,13 +8,20 @@ the engines put a turn's advantage on its sampled tokens.
 
 - `grpo`: the return R = sum of r_t against its group's mean (over its std); every turn gets it.
   Without turn rewards this is the episode reward's GRPO advantage, as before.
-- `discounted`: the return-to-go G_t = sum_k gamma^(k-t) r_k, against the group's mean and std
-  of the whole returns G_0 (reward-to-go with a group baseline). With gamma 1 and no turn
-  rewards every G_t is R: `grpo` again.
+- `discounted`: the return-to-go G_t = sum_k gamma^(k-t) r_k, against the group's mean of the
+  whole returns G_0 (reward-to-go with a group baseline). With gamma 1 and no turn rewards every
+  G_t is R: `grpo` again.
 - `gigpo` (arXiv 2505.10978): the episode-level advantage of `grpo` plus `step_weight` times a
   step-level one: turns of the group that acted on the same anchor state form a step group, and
-  a turn's G_t is compared with the step group's mean (over its std). A state seen once (a step
-  group of one) adds 0: that turn keeps the episode-level advantage, the paper's fallback.
+  a turn's G_t is compared with the step group's mean. A state seen once (a step group of one)
+  adds 0: that turn keeps the episode-level advantage, the paper's fallback.
+
+Both scale discounted returns by the std of the same returns undiscounted (gamma 1), and leave a
+group unscaled where those tie. Scaled by their own std, four episodes of equal reward 0.25, three
+of 2 calls and one of 3, got +0.5 and -1.5 at their first turn (gigpo) and +2.6 at every last turn
+(`discounted`) at gamma 0.95: the discount alone, blown up to the size of a reward difference. On
+the multi-step task that drove gigpo within 8 steps to one call and an answer in every episode,
+after which its groups tied and it trained nothing (docs/BENCHMARKS.md, the `credit` comparison).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aworld_train.rollout.samples.codec import AgentUnit, SegmentSample, group_advantages
+from aworld_train.rollout.samples.codec import AgentUnit, SegmentSample, group_advantages, group_scale
 
 Estimator = Literal["grpo", "gigpo", "discounted"]
 ESTIMATORS: tuple[str, ...] = ("grpo", "gigpo", "discounted")
@@ -140,25 +147,31 @@ def turn_advantages(
         return [[a] * len(unit) for a, unit in zip(episode_level, units, strict=True)]
     togo = [returns_to_go([t.reward for t in unit], gamma) for unit in units]
     if estimator == "discounted":
-        return _against_first_returns(togo, groups, norm_by_std, eps)
-    step_level = _step_advantages(units, togo, groups, norm_by_std, eps)
+        return _against_first_returns(togo, totals, groups, norm_by_std, eps)
+    undiscounted = [returns_to_go([t.reward for t in unit], 1.0) for unit in units]
+    step_level = _step_advantages(units, togo, undiscounted, groups, norm_by_std, eps)
     return [[a + step_weight * s for s in steps] for a, steps in zip(episode_level, step_level, strict=True)]
 
 
 def _against_first_returns(
-    togo: list[list[float]], groups: Sequence[Hashable], norm_by_std: bool, eps: float
+    togo: list[list[float]],
+    totals: Sequence[float],
+    groups: Sequence[Hashable],
+    norm_by_std: bool,
+    eps: float,
 ) -> list[list[float]]:
-    """(G_t - mean of the group's G_0) / (std of the group's G_0 + eps); a group of one gets 0."""
+    """(G_t - mean of the group's G_0) / (std of the group's returns R + eps), unscaled where the
+    returns R tie; a group of one gets 0."""
     members: dict[Hashable, list[int]] = defaultdict(list)
     for index, group in enumerate(groups):
         members[group].append(index)
     out = [[0.0] * len(g) for g in togo]
     for indices in members.values():
-        firsts = [togo[i][0] for i in indices if togo[i]]
-        if len(firsts) < 2:
+        indices = [i for i in indices if togo[i]]
+        if len(indices) < 2:
             continue
-        mean = statistics.fmean(firsts)
-        scale = statistics.stdev(firsts) + eps if norm_by_std else 1.0
+        mean = statistics.fmean(togo[i][0] for i in indices)
+        scale = group_scale([totals[i] for i in indices], norm_by_std, eps)
         for i in indices:
             out[i] = [(g - mean) / scale for g in togo[i]]
     return out
@@ -167,16 +180,19 @@ def _against_first_returns(
 def _step_advantages(
     units: Sequence[Sequence[Turn]],
     togo: list[list[float]],
+    undiscounted: list[list[float]],
     groups: Sequence[Hashable],
     norm_by_std: bool,
     eps: float,
 ) -> list[list[float]]:
     """Each turn's G_t against the turns of its group that acted on the same anchor state: GRPO's
-    normalisation with (group, anchor) as the group."""
+    normalisation with (group, anchor) as the group, scaled by their undiscounted returns-to-go."""
     places = [(i, t) for i, unit in enumerate(units) for t in range(len(unit))]
     values = [togo[i][t] for i, t in places]
+    spread = [undiscounted[i][t] for i, t in places]
     keys = [(groups[i], units[i][t].anchor) for i, t in places]
     out = [[0.0] * len(unit) for unit in units]
-    for (i, t), advantage in zip(places, group_advantages(values, keys, norm_by_std, eps), strict=True):
+    advantages = group_advantages(values, keys, norm_by_std, eps, spread)
+    for (i, t), advantage in zip(places, advantages, strict=True):
         out[i][t] = advantage
     return out
