@@ -80,6 +80,15 @@ def test_a_variants_settings_are_part_of_its_runs_key_but_not_where_its_python_i
     assert dtype.key(default, 0) == learning.MATRIX[0].key(learning.CALC_LOCAL, 0)
 
 
+def test_a_variants_revision_keeps_the_runs_made_before_it_apart():
+    credit = next(c for c in learning.MATRIX if c.name == "credit")
+    grpo, gigpo, _ = credit.variants
+    before = learning.Variant("gigpo", gigpo.config, gigpo.overrides)  # the same run before the change
+    assert credit.key(gigpo, 0) != credit.key(before, 0)
+    assert credit.key(gigpo, 0).startswith(credit.key(before, 0)[:-1])
+    assert grpo.revision == ""  # the baseline's runs still count
+
+
 def test_a_runs_failed_episodes_are_counted_from_its_token_files_and_reported(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
