@@ -18,7 +18,7 @@ the engines put a turn's advantage on its sampled tokens.
 
 Both scale discounted returns by the std of the same returns undiscounted (gamma 1), and leave a
 group unscaled where those tie. Scaled by their own std, four episodes of equal reward 0.25, three
-of 2 calls and one of 3, got +0.5 and -1.5 at their first turn (gigpo) and +2.6 at every last turn
+of 2 turns and one of 3, got +0.5 and -1.5 at their first turn (gigpo) and +2.6 at every last turn
 (`discounted`) at gamma 0.95: the discount alone, blown up to the size of a reward difference. On
 the multi-step task that drove gigpo within 8 steps to one call and an answer in every episode,
 after which its groups tied and it trained nothing (docs/BENCHMARKS.md, the `credit` comparison).
