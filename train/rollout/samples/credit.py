@@ -167,12 +167,12 @@ def _against_first_returns(
         members[group].append(index)
     out = [[0.0] * len(g) for g in togo]
     for indices in members.values():
-        indices = [i for i in indices if togo[i]]
-        if len(indices) < 2:
+        acted = [i for i in indices if togo[i]]  # units with a turn
+        if len(acted) < 2:
             continue
-        mean = statistics.fmean(togo[i][0] for i in indices)
-        scale = group_scale([totals[i] for i in indices], norm_by_std, eps)
-        for i in indices:
+        mean = statistics.fmean(togo[i][0] for i in acted)
+        scale = group_scale([totals[i] for i in acted], norm_by_std, eps)
+        for i in acted:
             out[i] = [(g - mean) / scale for g in togo[i]]
     return out
 
